@@ -1,0 +1,18 @@
+// --backend auto|cpu|cuda: which backend runs, and a one-line explanation when auto falls back.
+#pragma once
+#include <memory>
+#include <ostream>
+#include <string>
+
+#include "kernels/backend.h"
+
+namespace tt {
+
+// "cpu": the CPU backend. "cuda": the CUDA backend, or InputError saying why there is none.
+// "auto": CUDA when a GPU works, else the CPU backend, with one line on `note` saying why.
+std::unique_ptr<Backend> select_backend(const std::string& choice, std::ostream& note);
+
+// Sets the threads used by the CPU backend's loops and by OpenBLAS (0 keeps the default).
+void set_cpu_threads(int threads);
+
+}  // namespace tt

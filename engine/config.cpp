@@ -1,0 +1,140 @@
+// Validation and JSON (de)serialisation of the configs.
+#include "engine/config.h"
+
+#include <cmath>
+#include <nlohmann/json.hpp>
+
+namespace tt {
+
+namespace {
+
+void require(bool ok, const std::string& message) {
+  if (!ok) throw InputError(message);
+}
+
+void require_positive(int value, const char* name) {
+  require(value > 0, std::string("invalid config: ") + name + " must be positive, got " + std::to_string(value));
+}
+
+}  // namespace
+
+void ModelConfig::validate() const {
+  require_positive(vocab_size, "vocab_size");
+  require_positive(d_model, "d_model");
+  require_positive(n_head, "n_head");
+  require_positive(n_layer, "n_layer");
+  require_positive(d_ff, "d_ff");
+  require_positive(max_seq_len, "max_seq_len");
+  require(d_model % n_head == 0, "invalid config: n_head (" + std::to_string(n_head) + ") must divide d_model (" +
+                                     std::to_string(d_model) + ")");
+  require(std::isfinite(layer_norm_eps) && layer_norm_eps > 0,
+          "invalid config: layer_norm_eps must be positive, got " + std::to_string(layer_norm_eps));
+  require(std::isfinite(dropout) && dropout >= 0 && dropout < 1,
+          "invalid config: dropout must be in [0, 1), got " + std::to_string(dropout));
+}
+
+void AdamWConfig::validate() const {
+  require(std::isfinite(lr) && lr >= 0, "invalid config: lr must be >= 0, got " + std::to_string(lr));
+  require(beta1 >= 0 && beta1 < 1, "invalid config: beta1 must be in [0, 1), got " + std::to_string(beta1));
+  require(beta2 >= 0 && beta2 < 1, "invalid config: beta2 must be in [0, 1), got " + std::to_string(beta2));
+  require(std::isfinite(eps) && eps > 0, "invalid config: eps must be positive, got " + std::to_string(eps));
+  require(std::isfinite(weight_decay) && weight_decay >= 0,
+          "invalid config: weight_decay must be >= 0, got " + std::to_string(weight_decay));
+}
+
+void RunConfig::validate(const ModelConfig& model) const {
+  require_positive(batch, "batch");
+  require_positive(seq, "seq");
+  require(steps >= 0, "invalid config: steps must be >= 0, got " + std::to_string(steps));
+  require(seq <= model.max_seq_len, "invalid config: seq (" + std::to_string(seq) + ") exceeds max_seq_len (" +
+                                        std::to_string(model.max_seq_len) + ")");
+}
+
+const char* activation_name(Activation act) { return act == Activation::Relu ? "relu" : "gelu"; }
+
+const char* pos_embedding_name(PosEmbedding pos) { return pos == PosEmbedding::None ? "none" : "learned"; }
+
+Activation parse_activation(const std::string& name) {
+  if (name == "relu") return Activation::Relu;
+  if (name == "gelu") return Activation::Gelu;
+  throw InputError("invalid config: unknown activation '" + name + "' (expected relu or gelu)");
+}
+
+PosEmbedding parse_pos_embedding(const std::string& name) {
+  if (name == "none") return PosEmbedding::None;
+  if (name == "learned") return PosEmbedding::Learned;
+  throw InputError("invalid config: unknown pos_embedding '" + name + "' (expected none or learned)");
+}
+
+namespace {
+
+using nlohmann::json;
+
+json parse_object(const std::string& text, const char* what) {
+  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
+  require(j.is_object(), std::string("malformed ") + what + ": not a JSON object");
+  return j;
+}
+
+template <typename T>
+T field(const json& j, const char* key, const char* what) {
+  require(j.contains(key), std::string("malformed ") + what + ": missing field '" + key + "'");
+  try {
+    return j.at(key).get<T>();
+  } catch (const json::exception&) {
+    throw InputError(std::string("malformed ") + what + ": field '" + key + "' has the wrong type");
+  }
+}
+
+}  // namespace
+
+std::string model_config_to_json(const ModelConfig& c) {
+  json j = {{"vocab_size", c.vocab_size},   {"d_model", c.d_model},
+            {"n_head", c.n_head},           {"n_layer", c.n_layer},
+            {"d_ff", c.d_ff},               {"activation", activation_name(c.activation)},
+            {"norm_first", c.norm_first},   {"causal", c.causal},
+            {"pos_embedding", pos_embedding_name(c.pos_embedding)},
+            {"max_seq_len", c.max_seq_len}, {"layer_norm_eps", c.layer_norm_eps},
+            {"dropout", c.dropout}};
+  return j.dump();
+}
+
+ModelConfig model_config_from_json(const std::string& text) {
+  const char* what = "config";
+  json j = parse_object(text, what);
+  ModelConfig c;
+  c.vocab_size = field<int>(j, "vocab_size", what);
+  c.d_model = field<int>(j, "d_model", what);
+  c.n_head = field<int>(j, "n_head", what);
+  c.n_layer = field<int>(j, "n_layer", what);
+  c.d_ff = field<int>(j, "d_ff", what);
+  c.activation = parse_activation(field<std::string>(j, "activation", what));
+  c.norm_first = field<bool>(j, "norm_first", what);
+  c.causal = field<bool>(j, "causal", what);
+  c.pos_embedding = parse_pos_embedding(field<std::string>(j, "pos_embedding", what));
+  c.max_seq_len = field<int>(j, "max_seq_len", what);
+  c.layer_norm_eps = field<float>(j, "layer_norm_eps", what);
+  c.dropout = field<float>(j, "dropout", what);
+  c.validate();
+  return c;
+}
+
+std::string adamw_config_to_json(const AdamWConfig& c) {
+  json j = {{"lr", c.lr}, {"beta1", c.beta1}, {"beta2", c.beta2}, {"eps", c.eps}, {"weight_decay", c.weight_decay}};
+  return j.dump();
+}
+
+AdamWConfig adamw_config_from_json(const std::string& text) {
+  const char* what = "optimizer";
+  json j = parse_object(text, what);
+  AdamWConfig c;
+  c.lr = field<float>(j, "lr", what);
+  c.beta1 = field<float>(j, "beta1", what);
+  c.beta2 = field<float>(j, "beta2", what);
+  c.eps = field<float>(j, "eps", what);
+  c.weight_decay = field<float>(j, "weight_decay", what);
+  c.validate();
+  return c;
+}
+
+}  // namespace tt

@@ -1,0 +1,68 @@
+// Model, optimizer and run configuration, with validation that names the bad field.
+#pragma once
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/backend.h"
+
+namespace tt {
+
+// A user-facing error: bad input, a bad config, a bad file. The CLI prints what() on one
+// line and exits non-zero; anything else escaping is a bug.
+struct InputError : std::runtime_error {
+  using std::runtime_error::runtime_error;
+};
+
+enum class PosEmbedding { None, Learned };
+
+// One member of the model family: nn.Embedding -> [+ learned positions] ->
+// nn.TransformerEncoder(n_layer x nn.TransformerEncoderLayer) -> [encoder.norm] -> lm_head.
+struct ModelConfig {
+  int vocab_size = 512;
+  int d_model = 128;
+  int n_head = 4;
+  int n_layer = 2;
+  int d_ff = 2048;
+  Activation activation = Activation::Relu;
+  bool norm_first = false;  // pre-norm (adds the final encoder.norm) or post-norm
+  bool causal = false;
+  PosEmbedding pos_embedding = PosEmbedding::None;
+  int max_seq_len = 64;
+  float layer_norm_eps = 1e-5f;
+  float dropout = 0.1f;
+
+  int head_dim() const { return d_model / n_head; }
+  void validate() const;  // throws InputError naming the field
+};
+
+// torch.optim.AdamW hyper-parameters (PyTorch's defaults).
+struct AdamWConfig {
+  float lr = 1e-3f;
+  float beta1 = 0.9f;
+  float beta2 = 0.999f;
+  float eps = 1e-8f;
+  float weight_decay = 0.01f;
+  void validate() const;
+};
+
+struct RunConfig {
+  int batch = 16;
+  int seq = 64;
+  int steps = 100;
+  uint64_t seed = 1337;
+  void validate(const ModelConfig& model) const;
+};
+
+const char* activation_name(Activation act);
+const char* pos_embedding_name(PosEmbedding pos);
+Activation parse_activation(const std::string& name);        // throws InputError
+PosEmbedding parse_pos_embedding(const std::string& name);   // throws InputError
+
+// The reference format's JSON spelling (see docs/reference-format.md).
+std::string model_config_to_json(const ModelConfig& c);
+ModelConfig model_config_from_json(const std::string& json);  // throws InputError, validates
+std::string adamw_config_to_json(const AdamWConfig& c);
+AdamWConfig adamw_config_from_json(const std::string& json);  // throws InputError, validates
+
+}  // namespace tt

@@ -1,0 +1,104 @@
+// The tinytrain command line: `train` (the seed workload by default) and `verify`.
+// Every user error ends as one line on stderr and exit code 1 (2 for bad flags).
+#include <CLI/CLI.hpp>
+#include <iostream>
+
+#include "engine/backend_select.h"
+#include "engine/config.h"
+#include "engine/trainer.h"
+#include "engine/verify.h"
+
+namespace {
+
+using namespace tt;
+
+// Flags named after every config and training field, with the seed workload as defaults.
+void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, std::string& pos_embedding) {
+  ModelConfig& m = o.model;
+  cmd->add_option("--vocab-size", m.vocab_size, "vocabulary size")->capture_default_str();
+  cmd->add_option("--d-model", m.d_model, "model width")->capture_default_str();
+  cmd->add_option("--n-head", m.n_head, "attention heads (must divide d-model)")->capture_default_str();
+  cmd->add_option("--n-layer", m.n_layer, "encoder layers")->capture_default_str();
+  cmd->add_option("--d-ff", m.d_ff, "feed-forward width")->capture_default_str();
+  cmd->add_option("--activation", activation, "relu | gelu (exact erf)")->capture_default_str();
+  cmd->add_option("--norm-first", m.norm_first, "pre-norm (true, adds encoder.norm) or post-norm (false)")
+      ->capture_default_str();
+  cmd->add_option("--causal", m.causal, "causal attention mask")->capture_default_str();
+  cmd->add_option("--pos-embedding", pos_embedding, "none | learned")->capture_default_str();
+  cmd->add_option("--max-seq-len", m.max_seq_len, "rows of the positional table; seq must not exceed it")
+      ->capture_default_str();
+  cmd->add_option("--layer-norm-eps", m.layer_norm_eps, "LayerNorm epsilon")->capture_default_str();
+  cmd->add_option("--dropout", m.dropout, "dropout probability in [0, 1)")->capture_default_str();
+  RunConfig& r = o.run;
+  cmd->add_option("--batch", r.batch, "sequences per step")->capture_default_str();
+  cmd->add_option("--seq", r.seq, "tokens per sequence")->capture_default_str();
+  cmd->add_option("--steps", r.steps, "optimizer steps")->capture_default_str();
+  cmd->add_option("--seed", r.seed, "seed for initialisation, data and dropout")->capture_default_str();
+  AdamWConfig& a = o.optimizer;
+  cmd->add_option("--lr", a.lr, "AdamW learning rate")->capture_default_str();
+  cmd->add_option("--beta1", a.beta1, "AdamW beta1")->capture_default_str();
+  cmd->add_option("--beta2", a.beta2, "AdamW beta2")->capture_default_str();
+  cmd->add_option("--eps", a.eps, "AdamW epsilon")->capture_default_str();
+  cmd->add_option("--weight-decay", a.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
+  cmd->add_option("--log-every", o.log_every, "log every N steps")->capture_default_str()->check(CLI::PositiveNumber);
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"tinytrain: a from-scratch Transformer training engine (CPU and CUDA)"};
+  app.require_subcommand(1);
+  std::string backend_choice = "auto";
+  int threads = 0;
+  auto add_common = [&](CLI::App* cmd) {
+    cmd->add_option("--backend", backend_choice, "auto | cpu | cuda")->capture_default_str();
+    cmd->add_option("--threads", threads, "CPU threads for the CPU backend (0: all cores)")->capture_default_str();
+  };
+
+  TrainOptions train;
+  train.optimizer.lr = 1e-4f;  // the seed workload's learning rate
+  std::string activation = "relu", pos_embedding = "none";
+  CLI::App* train_cmd = app.add_subcommand("train", "train on random tokens (no flags: the seed workload)");
+  add_train_flags(train_cmd, train, activation, pos_embedding);
+  add_common(train_cmd);
+
+  std::string reference;
+  CLI::App* verify_cmd = app.add_subcommand("verify", "replay a PyTorch reference and compare, one row per tensor");
+  verify_cmd->add_option("reference", reference, "reference .safetensors written by tools/make_reference.py")
+      ->required();
+  add_common(verify_cmd);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::cerr << "error: " << e.what() << " (see --help)" << std::endl;
+    return 2;
+  }
+
+  try {
+    set_cpu_threads(threads);
+    if (*train_cmd) {
+      train.model.activation = parse_activation(activation);
+      train.model.pos_embedding = parse_pos_embedding(pos_embedding);
+      train.model.validate();
+      train.optimizer.validate();
+      train.run.validate(train.model);
+      auto backend = select_backend(backend_choice, std::cout);
+      run_training(*backend, train, std::cout);
+      return 0;
+    }
+    auto backend = select_backend(backend_choice, std::cout);
+    return run_verify(*backend, reference, std::cout) ? 0 : 1;
+  } catch (const InputError& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+  } catch (const std::bad_alloc&) {
+    std::cerr << "error: out of host memory" << std::endl;
+  } catch (const std::exception& e) {
+    std::cerr << "error: " << e.what() << std::endl;
+  }
+  return 1;
+}

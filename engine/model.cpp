@@ -1,0 +1,224 @@
+// Forward and backward of the model family, op by op, over the backend.
+//
+// One encoder layer, as nn.TransformerEncoderLayer (x is the layer input):
+//   post-norm:  x1 = norm1(x + dropout1(SA(x)));      out = norm2(x1 + dropout2(FF(x1)))
+//   pre-norm:   r1 = x + dropout1(SA(norm1(x)));      out = r1 + dropout2(FF(norm2(r1)))
+// with SA = out_proj(attention(in_proj(.))) and FF = linear2(dropout(act(linear1(.)))).
+// Pre-norm stacks end with encoder.norm. The backward walks the same lines in reverse.
+#include "engine/model.h"
+
+namespace tt {
+
+namespace {
+
+std::string layer_name(int l, const char* what) { return "layers." + std::to_string(l) + "." + what; }
+
+ArenaPlan plan_weights(const ParamLayout& layout) {
+  ArenaPlan plan;
+  plan.add("params", DType::F32, {layout.total()});
+  plan.add("grads", DType::F32, {layout.total()});
+  return plan;
+}
+
+// Every activation buffer one training step needs, named, in the order they are written.
+ArenaPlan plan_activations(const ModelConfig& c, int B, int T) {
+  const int64_t N = static_cast<int64_t>(B) * T, C = c.d_model, F = c.d_ff, V = c.vocab_size, NH = c.n_head;
+  ArenaPlan plan;
+  const DType act = DType::F32;  // storage dtype of activations
+  plan.add("embedded", act, {N, C});
+  for (int l = 0; l < c.n_layer; ++l) {
+    plan.add(layer_name(l, "ln1"), act, {N, C});
+    plan.add(layer_name(l, "ln1_mean"), DType::F32, {N});
+    plan.add(layer_name(l, "ln1_rstd"), DType::F32, {N});
+    plan.add(layer_name(l, "qkv"), act, {N, 3 * C});
+    plan.add(layer_name(l, "probs"), act, {B, NH, T, T});
+    plan.add(layer_name(l, "att"), act, {N, C});
+    plan.add(layer_name(l, "res1"), act, {N, C});
+    plan.add(layer_name(l, "ln2"), act, {N, C});
+    plan.add(layer_name(l, "ln2_mean"), DType::F32, {N});
+    plan.add(layer_name(l, "ln2_rstd"), DType::F32, {N});
+    plan.add(layer_name(l, "h_pre"), act, {N, F});
+    plan.add(layer_name(l, "h"), act, {N, F});
+    plan.add(layer_name(l, "res2"), act, {N, C});
+  }
+  if (c.norm_first) {
+    plan.add("final_norm", act, {N, C});
+    plan.add("final_mean", DType::F32, {N});
+    plan.add("final_rstd", DType::F32, {N});
+  }
+  plan.add("logits", DType::F32, {N, V});
+  plan.add("losses", DType::F32, {N});
+  for (const char* name : {"d_scratch1", "d_scratch2", "d_scratch3", "d_residual"}) plan.add(name, act, {N, C});
+  plan.add("d_qkv", act, {N, 3 * C});
+  plan.add("d_probs", act, {B, NH, T, T});
+  plan.add("d_h", act, {N, F});
+  return plan;
+}
+
+}  // namespace
+
+Model::Model(Backend& backend, const ModelConfig& config, int B, int T)
+    : backend_(backend),
+      config_(config),
+      B_(B),
+      T_(T),
+      layout_(config),
+      weights_plan_(plan_weights(layout_)),
+      activations_plan_(plan_activations(config, B, T)),
+      weights_(backend, weights_plan_),
+      activations_(backend, activations_plan_) {
+  params_flat_ = weights_.get("params");
+  grads_flat_ = weights_.get("grads");
+  p_ = bind_params(layout_, config_, params_flat_.data);
+  g_ = bind_params(layout_, config_, grads_flat_.data);
+  auto a = [&](const std::string& name) { return activations_.get(name); };
+  embedded_ = a("embedded");
+  for (int l = 0; l < config_.n_layer; ++l) {
+    auto al = [&](const char* what) { return a(layer_name(l, what)); };
+    layers_.push_back({al("ln1"), al("ln1_mean"), al("ln1_rstd"), al("qkv"), al("probs"), al("att"), al("res1"),
+                       al("ln2"), al("ln2_mean"), al("ln2_rstd"), al("h_pre"), al("h"), al("res2")});
+  }
+  if (config_.norm_first) {
+    final_norm_ = a("final_norm");
+    final_mean_ = a("final_mean");
+    final_rstd_ = a("final_rstd");
+  }
+  logits_ = a("logits");
+  losses_ = a("losses");
+  d_scratch1_ = a("d_scratch1");
+  d_scratch2_ = a("d_scratch2");
+  d_scratch3_ = a("d_scratch3");
+  d_residual_ = a("d_residual");
+  d_qkv_ = a("d_qkv");
+  d_probs_ = a("d_probs");
+  d_h_ = a("d_h");
+}
+
+DropoutKey Model::key(const DropoutContext& ctx, int layer, DropoutSite site) const {
+  return DropoutKey{ctx.seed, ctx.step, static_cast<uint32_t>(layer), site};
+}
+
+AttentionShape Model::attention_shape() const {
+  return AttentionShape{B_, T_, config_.n_head, config_.head_dim(), config_.causal};
+}
+
+Tensor Model::layer_output(int l) const { return config_.norm_first ? layers_[l].res2 : layers_[l].ln2; }
+
+Tensor Model::layer_input(int l) const { return l == 0 ? embedded_ : layer_output(l - 1); }
+
+Tensor Model::head_input() const { return config_.norm_first ? final_norm_ : layer_output(config_.n_layer - 1); }
+
+void Model::forward(Tensor tokens, const DropoutContext& ctx) {
+  backend_.embedding_forward(embedded_, tokens, p_.embed, p_.pos_embed);
+  for (int l = 0; l < config_.n_layer; ++l) layer_forward(l, ctx);
+  if (config_.norm_first) {
+    const Tensor last = layer_output(config_.n_layer - 1);
+    backend_.layernorm_forward(final_norm_, final_mean_, final_rstd_, last, p_.norm_weight, p_.norm_bias,
+                               config_.layer_norm_eps);
+  }
+  backend_.linear_forward(logits_, head_input(), p_.lm_head_weight, p_.lm_head_bias);
+}
+
+void Model::layer_forward(int l, const DropoutContext& ctx) {
+  const LayerParams& w = p_.layers[l];
+  LayerActs& a = layers_[l];
+  const float p = config_.dropout, eps = config_.layer_norm_eps;
+  const Tensor x = layer_input(l);
+  Tensor branch = d_scratch1_;  // attention / FFN branch output before its residual add (not saved)
+
+  // self-attention block
+  Tensor sa_in = x;
+  if (config_.norm_first) {
+    backend_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.norm1_weight, w.norm1_bias, eps);
+    sa_in = a.ln1;
+  }
+  backend_.linear_forward(a.qkv, sa_in, w.in_proj_weight, w.in_proj_bias);
+  backend_.attention_forward(a.att, a.probs, a.qkv, attention_shape(), p, key(ctx, l, DropoutSite::AttentionWeights));
+  backend_.linear_forward(branch, a.att, w.out_proj_weight, w.out_proj_bias);
+  backend_.dropout_forward(branch, branch, p, key(ctx, l, DropoutSite::AttentionOutput));
+  backend_.residual_forward(a.res1, x, branch);
+
+  // feed-forward block
+  Tensor ff_in, ff_residual;
+  if (config_.norm_first) {
+    backend_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, w.norm2_weight, w.norm2_bias, eps);
+    ff_in = a.ln2;
+    ff_residual = a.res1;
+  } else {
+    backend_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.res1, w.norm1_weight, w.norm1_bias, eps);
+    ff_in = a.ln1;
+    ff_residual = a.ln1;
+  }
+  backend_.linear_forward(a.h_pre, ff_in, w.linear1_weight, w.linear1_bias);
+  backend_.activation_forward(a.h, a.h_pre, config_.activation);
+  backend_.dropout_forward(a.h, a.h, p, key(ctx, l, DropoutSite::FfnHidden));
+  backend_.linear_forward(branch, a.h, w.linear2_weight, w.linear2_bias);
+  backend_.dropout_forward(branch, branch, p, key(ctx, l, DropoutSite::FfnOutput));
+  backend_.residual_forward(a.res2, ff_residual, branch);
+  if (!config_.norm_first)
+    backend_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.norm2_weight, w.norm2_bias, eps);
+}
+
+void Model::backward(Tensor tokens, Tensor targets, float dloss_scale, const DropoutContext& ctx) {
+  // logits -> dlogits in place; losses per token for the log
+  backend_.cross_entropy_forward_backward(losses_, logits_, logits_, targets, dloss_scale);
+  Tensor d = d_residual_;  // (N,C) the gradient flowing down the residual stream
+  backend_.linear_backward(d, g_.lm_head_weight, g_.lm_head_bias, logits_, head_input(), p_.lm_head_weight);
+  if (config_.norm_first) {
+    const Tensor last = layer_output(config_.n_layer - 1);
+    backend_.layernorm_backward(d, g_.norm_weight, g_.norm_bias, d, last, p_.norm_weight, final_mean_, final_rstd_);
+  }
+  for (int l = config_.n_layer - 1; l >= 0; --l) layer_backward(l, d, ctx);
+  backend_.embedding_backward(g_.embed, g_.pos_embed, d, tokens);
+}
+
+// d (N,C): in, the gradient of the layer output; out, the gradient of the layer input.
+void Model::layer_backward(int l, Tensor d, const DropoutContext& ctx) {
+  const LayerParams& w = p_.layers[l];
+  const LayerParams& g = g_.layers[l];
+  const LayerActs& a = layers_[l];
+  const float p = config_.dropout;
+  const Tensor x = layer_input(l);
+  Tensor s1 = d_scratch1_, s2 = d_scratch2_, s3 = d_scratch3_;
+
+  // feed-forward block: the gradient of the block output lands in d_res2
+  Tensor d_res2 = d;
+  if (!config_.norm_first) {
+    backend_.layernorm_backward(s1, g.norm2_weight, g.norm2_bias, d, a.res2, w.norm2_weight, a.ln2_mean, a.ln2_rstd);
+    d_res2 = s1;
+  }
+  backend_.dropout_backward(s2, d_res2, p, key(ctx, l, DropoutSite::FfnOutput));
+  backend_.linear_backward(d_h_, g.linear2_weight, g.linear2_bias, s2, a.h, w.linear2_weight);
+  backend_.dropout_backward(d_h_, d_h_, p, key(ctx, l, DropoutSite::FfnHidden));
+  backend_.activation_backward(d_h_, d_h_, a.h_pre, config_.activation);
+  const Tensor ff_in = config_.norm_first ? a.ln2 : a.ln1;
+  backend_.linear_backward(s2, g.linear1_weight, g.linear1_bias, d_h_, ff_in, w.linear1_weight);  // s2 = d ff_in
+
+  // the residual around the FFN, then the norm between the two blocks: gradient of res1
+  Tensor d_res1;
+  if (config_.norm_first) {
+    backend_.layernorm_backward(s1, g.norm2_weight, g.norm2_bias, s2, a.res1, w.norm2_weight, a.ln2_mean, a.ln2_rstd);
+    backend_.residual_forward(d, d, s1);  // d_res1 = d_res2 + d via norm2
+    d_res1 = d;
+  } else {
+    backend_.residual_forward(s1, s1, s2);  // d_x1 = d_res2 + d ff_in
+    backend_.layernorm_backward(s2, g.norm1_weight, g.norm1_bias, s1, a.res1, w.norm1_weight, a.ln1_mean, a.ln1_rstd);
+    d_res1 = s2;
+  }
+
+  // self-attention block
+  backend_.dropout_backward(s1, d_res1, p, key(ctx, l, DropoutSite::AttentionOutput));
+  backend_.linear_backward(s3, g.out_proj_weight, g.out_proj_bias, s1, a.att, w.out_proj_weight);
+  backend_.attention_backward(d_qkv_, d_probs_, s3, a.qkv, a.probs, attention_shape(), p,
+                              key(ctx, l, DropoutSite::AttentionWeights));
+  const Tensor sa_in = config_.norm_first ? a.ln1 : x;
+  backend_.linear_backward(s1, g.in_proj_weight, g.in_proj_bias, d_qkv_, sa_in, w.in_proj_weight);  // s1 = d sa_in
+  if (config_.norm_first) {
+    backend_.layernorm_backward(s3, g.norm1_weight, g.norm1_bias, s1, x, w.norm1_weight, a.ln1_mean, a.ln1_rstd);
+    backend_.residual_forward(d, d_res1, s3);
+  } else {
+    backend_.residual_forward(d, d_res1, s1);
+  }
+}
+
+}  // namespace tt

@@ -1,0 +1,82 @@
+// The model: parameters, gradients and activations of one member of the family, and the
+// forward and backward passes written out op by op over a Backend. The model never touches
+// elements itself: every line below is one backend op on planned views.
+#pragma once
+#include <memory>
+#include <vector>
+
+#include "engine/arena.h"
+#include "engine/config.h"
+#include "engine/param_layout.h"
+#include "kernels/backend.h"
+
+namespace tt {
+
+// What the dropout masks of one forward/backward depend on besides layer and site.
+struct DropoutContext {
+  uint64_t seed;
+  uint32_t step;
+};
+
+class Model {
+ public:
+  // Plans and allocates parameters, gradients and activations for batches of B x T tokens.
+  Model(Backend& backend, const ModelConfig& config, int B, int T);
+
+  const ModelConfig& config() const { return config_; }
+  const ParamLayout& layout() const { return layout_; }
+  Tensor params() const { return params_flat_; }  // (P) flat, PyTorch order
+  Tensor grads() const { return grads_flat_; }    // (P) flat, same layout
+  Tensor logits() const { return logits_; }       // (B,T,V) after forward; dlogits after backward
+  Tensor losses() const { return losses_; }       // (B*T) per-token loss after backward
+  size_t bytes() const { return weights_.bytes() + activations_.bytes(); }
+
+  // tokens (B,T) int32 on the backend -> logits (B,T,V)
+  void forward(Tensor tokens, const DropoutContext& ctx);
+  // targets (B,T) int32: fused softmax + cross-entropy (mean over B*T, times dloss_scale) and
+  // the backward pass; gradients ACCUMULATE into grads(). Needs the forward just before.
+  void backward(Tensor tokens, Tensor targets, float dloss_scale, const DropoutContext& ctx);
+
+ private:
+  // Saved activations of one encoder layer; "ln1"/"ln2" are the outputs of norm1/norm2.
+  struct LayerActs {
+    Tensor ln1, ln1_mean, ln1_rstd;  // (N,C), (N), (N)
+    Tensor qkv;                      // (N,3C)
+    Tensor probs;                    // (B,NH,T,T) softmax weights before dropout
+    Tensor att;                      // (N,C) heads merged, the input of out_proj
+    Tensor res1;                     // (N,C) x + dropout1(attention branch)
+    Tensor ln2, ln2_mean, ln2_rstd;  // (N,C), (N), (N)
+    Tensor h_pre;                    // (N,F) linear1 output
+    Tensor h;                        // (N,F) dropout(activation(h_pre)), the input of linear2
+    Tensor res2;                     // (N,C) residual + dropout2(ffn branch)
+  };
+  Tensor layer_input(int l) const;   // (N,C) what layer l reads
+  Tensor layer_output(int l) const;  // (N,C) what layer l writes
+  Tensor head_input() const;         // (N,C) what lm_head reads
+  void layer_forward(int l, const DropoutContext& ctx);
+  void layer_backward(int l, Tensor dout, const DropoutContext& ctx);  // dout (N,C) in, d(layer input) out
+  DropoutKey key(const DropoutContext& ctx, int layer, DropoutSite site) const;
+  AttentionShape attention_shape() const;
+
+  Backend& backend_;
+  ModelConfig config_;
+  int B_, T_;
+  ParamLayout layout_;
+  ArenaPlan weights_plan_, activations_plan_;
+  Arena weights_, activations_;  // weights: parameters and gradients; activations: saved + scratch
+  Tensor params_flat_, grads_flat_;
+  ModelParams p_, g_;  // views into params_flat_ and grads_flat_
+
+  Tensor embedded_;                 // (N,C) embedding output, the input of layer 0
+  std::vector<LayerActs> layers_;
+  Tensor final_norm_, final_mean_, final_rstd_;  // (N,C), (N), (N) encoder.norm, pre-norm only
+  Tensor logits_;                   // (N,V), overwritten by dlogits in backward
+  Tensor losses_;                   // (N)
+  // Backward scratch, shared by all layers.
+  Tensor d_scratch1_, d_scratch2_, d_scratch3_, d_residual_;  // (N,C)
+  Tensor d_qkv_;    // (N,3C)
+  Tensor d_probs_;  // (B,NH,T,T)
+  Tensor d_h_;      // (N,F)
+};
+
+}  // namespace tt

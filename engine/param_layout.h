@@ -1,0 +1,48 @@
+// Where every parameter lives in the flat parameter buffer, named and ordered exactly as
+// PyTorch's state_dict, and typed views into a flat buffer (parameters or gradients).
+#pragma once
+#include <string>
+#include <vector>
+
+#include "engine/config.h"
+#include "engine/tensor.h"
+
+namespace tt {
+
+struct ParamInfo {
+  std::string name;  // PyTorch state_dict name, e.g. "encoder.layers.0.linear1.weight"
+  Shape shape;
+  int64_t offset;    // in elements from the start of the flat buffer
+};
+
+class ParamLayout {
+ public:
+  explicit ParamLayout(const ModelConfig& config);
+  const std::vector<ParamInfo>& params() const { return params_; }
+  int64_t total() const { return total_; }  // number of elements
+  const ParamInfo& find(const std::string& name) const;  // throws std::out_of_range
+  Tensor view(void* base, const ParamInfo& info) const;  // F32 view into a flat buffer
+
+ private:
+  void add(const std::string& name, Shape shape);
+  std::vector<ParamInfo> params_;
+  int64_t total_ = 0;
+};
+
+// Typed views of one flat buffer, by role: used for the parameters and for their gradients.
+struct LayerParams {
+  Tensor in_proj_weight, in_proj_bias, out_proj_weight, out_proj_bias;  // self_attn
+  Tensor linear1_weight, linear1_bias, linear2_weight, linear2_bias;
+  Tensor norm1_weight, norm1_bias, norm2_weight, norm2_bias;
+};
+
+struct ModelParams {
+  Tensor embed, pos_embed;  // pos_embed has null data when pos_embedding is none
+  std::vector<LayerParams> layers;
+  Tensor norm_weight, norm_bias;  // encoder.norm, null data unless norm_first
+  Tensor lm_head_weight, lm_head_bias;
+};
+
+ModelParams bind_params(const ParamLayout& layout, const ModelConfig& config, void* base);
+
+}  // namespace tt

@@ -1,0 +1,38 @@
+// Host-side random numbers for initialisation and synthetic data, built on the same
+// counter-based Philox as dropout: value i of stream s is a pure function of (seed, s, i),
+// so results do not depend on thread count or call order.
+#pragma once
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/common/philox.h"
+
+namespace tt {
+
+// Streams keep initialisation, data and dropout independent for one seed.
+enum class RngStream : uint32_t { Init = 0x1217, Data = 0xDA7A };
+
+// Uniform in [0, 1) with 24 random bits; lane selects one of Philox's four words.
+inline float rng_uniform(uint64_t seed, RngStream stream, uint32_t id, uint64_t index, int lane = 0) {
+  Philox4 ctr = {{static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), id,
+                  static_cast<uint32_t>(stream)}};
+  Philox4 r = philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  return static_cast<float>(r.v[lane] >> 8) * (1.0f / 16777216.0f);
+}
+
+// Standard normal by Box-Muller from two lanes of one Philox call.
+inline float rng_normal(uint64_t seed, RngStream stream, uint32_t id, uint64_t index) {
+  double u1 = rng_uniform(seed, stream, id, index, 0) + 0.5 / 16777216.0;  // in (0, 1): log is finite
+  double u2 = rng_uniform(seed, stream, id, index, 1);
+  return static_cast<float>(std::sqrt(-2.0 * std::log(u1)) * std::cos(6.283185307179586 * u2));
+}
+
+// Integer in [0, n) (n well below 2^24, so the bias of scaling 24 bits is negligible).
+inline int32_t rng_below(uint64_t seed, RngStream stream, uint32_t id, uint64_t index, int32_t n) {
+  Philox4 ctr = {{static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), id,
+                  static_cast<uint32_t>(stream)}};
+  Philox4 r = philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+  return static_cast<int32_t>((static_cast<uint64_t>(r.v[0]) * static_cast<uint64_t>(n)) >> 32);
+}
+
+}  // namespace tt

@@ -1,0 +1,106 @@
+// Training step orchestration and the `train` command's loop.
+#include "engine/trainer.h"
+
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "engine/data.h"
+#include "engine/init.h"
+
+namespace tt {
+
+namespace {
+
+ArenaPlan plan_tokens(int B, int T) {
+  ArenaPlan plan;
+  plan.add("x", DType::I32, {B, T});
+  plan.add("y", DType::I32, {B, T});
+  return plan;
+}
+
+}  // namespace
+
+Trainer::Trainer(Backend& backend, const ModelConfig& model, const AdamWConfig& optimizer, int B, int T,
+                 uint64_t seed)
+    : backend_(backend),
+      model_(backend, model, B, T),
+      optimizer_(backend, optimizer, model_.layout().total()),
+      tokens_(backend, plan_tokens(B, T)),
+      seed_(seed),
+      B_(B),
+      T_(T) {}
+
+void Trainer::load_params(const float* host) {
+  backend_.copy_to_device(model_.params().data, host, model_.params().bytes());
+}
+
+void Trainer::load_batch(const int32_t* x, const int32_t* y) {
+  const int64_t n = static_cast<int64_t>(B_) * T_;
+  const int vocab = model_.config().vocab_size;
+  check_token_ids(x, n, vocab, "input batch");
+  check_token_ids(y, n, vocab, "target batch");
+  backend_.copy_to_device(tokens_.get("x").data, x, n * sizeof(int32_t));
+  backend_.copy_to_device(tokens_.get("y").data, y, n * sizeof(int32_t));
+}
+
+void Trainer::forward(uint32_t step) { model_.forward(tokens_.get("x"), DropoutContext{seed_, step}); }
+
+void Trainer::forward_backward(uint32_t step) {
+  const DropoutContext ctx{seed_, step};
+  backend_.fill_zero(model_.grads());
+  model_.forward(tokens_.get("x"), ctx);
+  model_.backward(tokens_.get("x"), tokens_.get("y"), 1.0f, ctx);
+}
+
+void Trainer::optimizer_step() { optimizer_.step(model_.params(), model_.grads()); }
+
+double Trainer::read_loss() {
+  const Tensor losses = model_.losses();
+  std::vector<float> host(losses.numel());
+  backend_.copy_to_host(host.data(), losses.data, losses.bytes());
+  double sum = 0.0;
+  for (float l : host) sum += l;
+  return sum / static_cast<double>(host.size());
+}
+
+void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
+  const int B = o.run.batch, T = o.run.seq;
+  Trainer trainer(backend, o.model, o.optimizer, B, T, o.run.seed);
+  trainer.load_params(init_params(trainer.model().layout(), o.run.seed).data());
+  std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
+  const double alloc_mb = static_cast<double>(trainer.bytes()) / (1024.0 * 1024.0);
+
+  using Clock = std::chrono::steady_clock;
+  Clock::time_point timed_start;
+  for (int step = 0; step < o.run.steps; ++step) {
+    if (step == 1) {  // step 0 pays one-time costs (first touch of memory): time the rest
+      backend.synchronize();
+      timed_start = Clock::now();
+    }
+    random_batch(o.run.seed, static_cast<uint32_t>(step), B, T, o.model.vocab_size, x.data(), y.data());
+    trainer.load_batch(x.data(), y.data());
+    trainer.forward_backward(static_cast<uint32_t>(step));
+    if (step % o.log_every == 0) {
+      const double loss = trainer.read_loss();
+      if (!std::isfinite(loss))
+        throw InputError("training diverged: loss is " + std::to_string(loss) + " at step " + std::to_string(step));
+      char line[128];
+      std::snprintf(line, sizeof(line), "step %3d | loss %.4f | alloc %.1f MB", step, loss, alloc_mb);
+      log << line << std::endl;
+    }
+    trainer.optimizer_step();
+  }
+  backend.synchronize();
+  if (o.run.steps > 1) {
+    const double seconds = std::chrono::duration<double>(Clock::now() - timed_start).count();
+    const int timed_steps = o.run.steps - 1;
+    char line[160];
+    std::snprintf(line, sizeof(line), "done: %d steps | %.1f tokens/s | %.2f ms/step", o.run.steps,
+                  static_cast<double>(timed_steps) * B * T / seconds, 1e3 * seconds / timed_steps);
+    log << line << std::endl;
+  }
+}
+
+}  // namespace tt

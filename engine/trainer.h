@@ -1,0 +1,53 @@
+// The trainer owns one training step: batch in, forward, backward, optimizer. It holds the
+// model, the optimizer and the device-side token buffers, and reads the loss only when asked.
+#pragma once
+#include <cstdint>
+#include <ostream>
+
+#include "engine/arena.h"
+#include "engine/config.h"
+#include "engine/model.h"
+#include "optim/adamw.h"
+
+namespace tt {
+
+class Trainer {
+ public:
+  Trainer(Backend& backend, const ModelConfig& model, const AdamWConfig& optimizer, int B, int T, uint64_t seed);
+
+  Model& model() { return model_; }
+  AdamW& optimizer() { return optimizer_; }
+  size_t bytes() const { return model_.bytes() + optimizer_.bytes() + tokens_.bytes(); }
+
+  // Host parameters in ParamLayout order -> the backend's parameter buffer.
+  void load_params(const float* host);
+  // x, y (B*T each) host token ids: checked against the vocabulary, then copied in.
+  void load_batch(const int32_t* x, const int32_t* y);
+  // Forward only, on the loaded batch: fills model().logits().
+  void forward(uint32_t step);
+  // Zeroes the gradients, then forward and backward for training step `step` (its dropout masks).
+  void forward_backward(uint32_t step);
+  void optimizer_step();
+  // Mean cross-entropy of the last forward_backward; waits for the backend.
+  double read_loss();
+
+ private:
+  Backend& backend_;
+  Model model_;
+  AdamW optimizer_;
+  Arena tokens_;  // x (B,T) and y (B,T) int32
+  uint64_t seed_;
+  int B_, T_;
+};
+
+struct TrainOptions {
+  ModelConfig model;
+  AdamWConfig optimizer;
+  RunConfig run;
+  int log_every = 10;
+};
+
+// The `tinytrain train` loop on random tokens: logs "step | loss | alloc" and the speed.
+void run_training(Backend& backend, const TrainOptions& options, std::ostream& log);
+
+}  // namespace tt

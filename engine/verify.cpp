@@ -1,0 +1,191 @@
+// Reference replay and comparison. The tolerances sit about a decade above PyTorch's own
+// fp32 noise against fp64 (docs/numerics.md):
+//   logits0 and every step's loss: 1e-4 absolute
+//   grads.* (step 0): 1e-4 x max|ref| of the tensor
+//   step1.* (our AdamW on the reference params and grads): 2e-6 x max(1, |p|) per element
+//   final.* (after all steps): 0.1 x lr x steps absolute; AdamW turns rounding-level gradients
+//     into +-lr moves, so final parameters can only be compared on the scale of lr x steps.
+#include "engine/verify.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <vector>
+
+#include "engine/safetensors.h"
+#include "engine/trainer.h"
+
+namespace tt {
+
+namespace {
+
+int parse_count(const SafetensorsFile& file, const std::string& key) {
+  const std::string& text = file.metadata_value(key);
+  size_t used = 0;
+  long value = -1;
+  try {
+    value = std::stol(text, &used);
+  } catch (const std::exception&) {
+    used = 0;
+  }
+  if (used != text.size() || value <= 0 || value > (1 << 30))
+    throw InputError(file.path() + ": metadata '" + key + "' must be a positive integer, got '" + text + "'");
+  return static_cast<int>(value);
+}
+
+std::vector<float> read_f32(const SafetensorsFile& file, const std::string& name, const Shape& shape) {
+  std::vector<float> data(shape.numel());
+  file.read(name, DType::F32, shape, data.data());
+  return data;
+}
+
+// One printed comparison: the largest error, and the tolerance at the element where the
+// error is closest to (or furthest past) its tolerance.
+struct Row {
+  std::string name;
+  double max_error = 0.0;
+  double tolerance = 0.0;
+  bool passed = true;
+};
+
+class Report {
+ public:
+  explicit Report(std::ostream& out) : out_(out) {}
+  // Compares element by element with tolerance(i); NaN anywhere fails.
+  template <typename Tolerance>
+  void compare(const std::string& name, const float* got, const float* want, size_t n, Tolerance tolerance) {
+    Row row{name, 0.0, tolerance(0), true};
+    double worst_ratio = -1.0;
+    for (size_t i = 0; i < n; ++i) {
+      const double err = std::fabs(static_cast<double>(got[i]) - want[i]);
+      const double tol = tolerance(i);
+      const double ratio = std::isnan(err) ? INFINITY : (err == 0.0 ? 0.0 : err / tol);
+      row.max_error = std::isnan(err) ? NAN : std::max(row.max_error, err);
+      if (ratio > worst_ratio) {
+        worst_ratio = ratio;
+        row.tolerance = tol;
+      }
+    }
+    row.passed = worst_ratio <= 1.0;
+    print(row);
+  }
+  bool all_passed() const { return failed_ == 0; }
+  void summary() {
+    char line[128];
+    std::snprintf(line, sizeof(line), "verify: %d rows, %d failed", rows_, failed_);
+    out_ << line << (failed_ ? "" : " (PASS)") << std::endl;
+  }
+
+ private:
+  void print(const Row& row) {
+    char line[256];
+    std::snprintf(line, sizeof(line), "%-52s max_err %10.3e  tol %10.3e  %s", row.name.c_str(), row.max_error,
+                  row.tolerance, row.passed ? "ok" : "FAIL");
+    out_ << line << std::endl;
+    ++rows_;
+    if (!row.passed) ++failed_;
+  }
+  std::ostream& out_;
+  int rows_ = 0, failed_ = 0;
+};
+
+}  // namespace
+
+bool run_verify(Backend& backend, const std::string& path, std::ostream& out) {
+  const SafetensorsFile file = SafetensorsFile::open(path);
+  if (file.metadata_value("format") != "tinytrain-reference")
+    throw InputError(path + ": metadata 'format' is '" + file.metadata_value("format") +
+                     "', expected 'tinytrain-reference'");
+  if (file.metadata_value("version") != "1")
+    throw InputError(path + ": unsupported reference version '" + file.metadata_value("version") + "'");
+  const ModelConfig config = model_config_from_json(file.metadata_value("config"));
+  const AdamWConfig opt = adamw_config_from_json(file.metadata_value("optimizer"));
+  RunConfig run;
+  run.batch = parse_count(file, "batch");
+  run.seq = parse_count(file, "seq");
+  run.steps = parse_count(file, "steps");
+  run.validate(config);
+  if (config.dropout != 0.0f)
+    throw InputError(path + ": reference has dropout " + std::to_string(config.dropout) +
+                     "; verify needs dropout 0 (PyTorch's dropout masks cannot be reproduced)");
+  const int B = run.batch, T = run.seq, V = config.vocab_size, S = run.steps;
+
+  // Read and check every tensor before computing anything.
+  const ParamLayout layout(config);
+  auto read_all = [&](const std::string& prefix) {
+    std::vector<float> flat(layout.total());
+    for (const ParamInfo& p : layout.params())
+      file.read(prefix + p.name, DType::F32, p.shape, flat.data() + p.offset);
+    return flat;
+  };
+  const std::vector<float> params0 = read_all("params."), grads0 = read_all("grads."), step1 = read_all("step1."),
+                           final_params = read_all("final.");
+  std::vector<int32_t> x(static_cast<size_t>(S) * B * T), y(x.size());
+  file.read("x", DType::I32, {S, B, T}, x.data());
+  file.read("y", DType::I32, {S, B, T}, y.data());
+  const std::vector<float> logits0 = read_f32(file, "logits0", {B, T, V});
+  const std::vector<float> losses = read_f32(file, "loss", {S});
+
+  out << "verify " << path << " on the " << backend.name() << " backend: " << model_config_to_json(config)
+      << " batch " << B << " seq " << T << " steps " << S << std::endl;
+  Report report(out);
+  Trainer trainer(backend, config, opt, B, T, /*seed=*/0);
+  Model& model = trainer.model();
+  const size_t P = layout.total();
+  std::vector<float> host(P);
+  auto download = [&](const Tensor& t, std::vector<float>& dst) {
+    dst.resize(t.numel());
+    backend.copy_to_host(dst.data(), t.data, t.bytes());
+  };
+  auto compare_params = [&](const std::string& prefix, const std::vector<float>& got, const std::vector<float>& want,
+                            auto tolerance_for) {
+    for (const ParamInfo& p : layout.params()) {
+      const float* w = want.data() + p.offset;
+      report.compare(prefix + p.name, got.data() + p.offset, w, p.shape.numel(), tolerance_for(p, w));
+    }
+  };
+
+  // step1.*: our AdamW applied once to the reference's params and step-0 gradients.
+  {
+    AdamW adamw(backend, opt, static_cast<int64_t>(P));
+    trainer.load_params(params0.data());
+    backend.copy_to_device(model.grads().data, grads0.data(), model.grads().bytes());
+    adamw.step(model.params(), model.grads());
+    download(model.params(), host);
+    compare_params("step1.", host, step1, [](const ParamInfo&, const float* w) {
+      return [w](size_t i) { return 2e-6 * std::max(1.0, std::fabs(static_cast<double>(w[i]))); };
+    });
+  }
+
+  // Replay all steps from the reference's initial parameters and batches.
+  trainer.load_params(params0.data());
+  for (int s = 0; s < S; ++s) {
+    const size_t batch_offset = static_cast<size_t>(s) * B * T;
+    trainer.load_batch(x.data() + batch_offset, y.data() + batch_offset);
+    if (s == 0) {  // logits before the fused loss backward overwrites them with dlogits
+      trainer.forward(0);
+      download(model.logits(), host);
+      report.compare("logits0", host.data(), logits0.data(), logits0.size(), [](size_t) { return 1e-4; });
+    }
+    trainer.forward_backward(static_cast<uint32_t>(s));
+    const float loss = static_cast<float>(trainer.read_loss());
+    report.compare("loss[" + std::to_string(s) + "]", &loss, &losses[s], 1, [](size_t) { return 1e-4; });
+    if (s == 0) {
+      download(model.grads(), host);
+      compare_params("grads.", host, grads0, [](const ParamInfo& p, const float* w) {
+        double scale = 0.0;
+        for (int64_t i = 0; i < p.shape.numel(); ++i) scale = std::max(scale, std::fabs(static_cast<double>(w[i])));
+        return [scale](size_t) { return 1e-4 * scale; };
+      });
+    }
+    trainer.optimizer_step();
+  }
+  download(model.params(), host);
+  const double final_tol = 0.1 * opt.lr * S;
+  compare_params("final.", host, final_params,
+                 [final_tol](const ParamInfo&, const float*) { return [final_tol](size_t) { return final_tol; }; });
+  report.summary();
+  return report.all_passed();
+}
+
+}  // namespace tt

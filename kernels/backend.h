@@ -1,0 +1,97 @@
+// The backend contract. A backend owns memory (allocate, copy, free) and runs every op of
+// the model family. The engine holds Tensor views into backend memory and only orchestrates.
+// Ops may run asynchronously (CUDA: on the backend's stream); only copy_to_host and
+// synchronize wait. The storage dtype of activations travels in each view, so lower
+// precisions add cases inside the backends, not new signatures.
+//
+// Shape letters: B batch, T sequence, C d_model, NH heads, HS head size (C / NH),
+// F d_ff, V vocab, N = B*T tokens. "dX" is the gradient of the loss with respect to X.
+// Backward ops ACCUMULATE (+=) into parameter gradients and OVERWRITE input gradients.
+#pragma once
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "engine/tensor.h"
+#include "kernels/common/adamw_update.h"
+#include "kernels/common/philox.h"
+
+namespace tt {
+
+enum class Activation { Relu, Gelu };
+
+struct AttentionShape {
+  int B, T, NH, HS;
+  bool causal;
+};
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  virtual std::string name() const = 0;
+
+  // ---- memory ----
+  virtual void* allocate(size_t bytes) = 0;  // zero-filled; throws std::runtime_error on failure
+  virtual void release(void* ptr) = 0;
+  virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
+  virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;  // waits for the copy
+  virtual void fill_zero(Tensor t) = 0;
+  virtual void synchronize() = 0;
+
+  // ---- embedding ----
+  // tokens (B,T) int32, wte (V,C), wpe (maxT,C) or null data -> out (B,T,C)
+  virtual void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) = 0;
+  // dout (B,T,C) -> dwte (V,C) +=, dwpe (maxT,C) += (skipped when null data)
+  virtual void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) = 0;
+
+  // ---- linear: out = inp @ weight^T + bias, weight in PyTorch's (out_features, in_features) ----
+  // inp (N,I), weight (O,I), bias (O) or null data -> out (N,O)
+  virtual void linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) = 0;
+  // dout (N,O) -> dinp (N,I) (skipped when null data), dweight (O,I) +=, dbias (O) +=
+  virtual void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                               Tensor weight) = 0;
+
+  // ---- multi-head attention core (between in_proj and out_proj) ----
+  // qkv (B,T,3C) packed [q|k|v] -> out (B,T,C) heads merged; probs (B,NH,T,T) softmax weights
+  // kept before dropout; dropout on the weights with mask `key` when p > 0.
+  virtual void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s, float p,
+                                 const DropoutKey& key) = 0;
+  // dout (B,T,C) -> dqkv (B,T,3C); dprobs (B,NH,T,T) is scratch
+  virtual void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs,
+                                  const AttentionShape& s, float p, const DropoutKey& key) = 0;
+
+  // ---- layernorm over the last dim C ----
+  // inp (N,C), weight (C), bias (C) -> out (N,C), mean (N), rstd (N)
+  virtual void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
+                                 float eps) = 0;
+  // dout (N,C) -> dinp (N,C), dweight (C) +=, dbias (C) +=
+  virtual void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
+                                  Tensor weight, Tensor mean, Tensor rstd) = 0;
+
+  // ---- elementwise ----
+  // inp (n) -> out (n)
+  virtual void activation_forward(Tensor out, Tensor inp, Activation act) = 0;
+  // dout (n), inp (n) the pre-activation -> dinp (n); dinp may alias dout
+  virtual void activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) = 0;
+  // inp (n) -> out (n), may alias; identity when p == 0
+  virtual void dropout_forward(Tensor out, Tensor inp, float p, const DropoutKey& key) = 0;
+  // dout (n) -> dinp (n), may alias; the same mask as the forward
+  virtual void dropout_backward(Tensor dinp, Tensor dout, float p, const DropoutKey& key) = 0;
+  // a (n), b (n) -> out (n) = a + b, out may alias a or b
+  virtual void residual_forward(Tensor out, Tensor a, Tensor b) = 0;
+  // residual backward is a copy of the gradient to both inputs: the engine reuses views.
+
+  // ---- fused softmax + cross-entropy, mean over the N tokens ----
+  // logits (N,V), targets (N) int32 -> losses (N) per-token loss; and, when dlogits has data,
+  // dlogits (N,V) = (softmax(logits) - onehot(target)) * dloss_scale / N. dlogits may alias
+  // logits: no probability tensor is kept.
+  virtual void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
+                                              float dloss_scale) = 0;
+
+  // ---- optimizer: one AdamW update over flat buffers ----
+  // params (n), grads (n), exp_avg (n), exp_avg_sq (n)
+  virtual void adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq,
+                          const AdamWStepScalars& s) = 0;
+};
+
+}  // namespace tt

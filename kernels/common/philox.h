@@ -1,0 +1,67 @@
+// Philox4x32-10 counter-based RNG (Salmon et al., "Parallel random numbers: as easy as
+// 1, 2, 3", SC11) and the dropout mask built on it. A counter-based generator has no state:
+// the random bits of element i are a pure function of (key, counter), so forward, backward,
+// recompute and resume all see the same mask, on the CPU and on the GPU.
+#pragma once
+#include <cstdint>
+
+#include "kernels/common/host_device.h"
+
+namespace tt {
+
+struct Philox4 {
+  uint32_t v[4];
+};
+
+TT_HD void philox_mulhilo(uint32_t a, uint32_t b, uint32_t* hi, uint32_t* lo) {
+  uint64_t product = static_cast<uint64_t>(a) * static_cast<uint64_t>(b);
+  *hi = static_cast<uint32_t>(product >> 32);
+  *lo = static_cast<uint32_t>(product);
+}
+
+// counter (4 words) and key (2 words) -> 4 random words; 10 rounds with the key bumped
+// between rounds, as Random123's philox4x32_R(10, ...).
+TT_HD Philox4 philox4x32_10(Philox4 ctr, uint32_t key0, uint32_t key1) {
+  const uint32_t kMul0 = 0xD2511F53u, kMul1 = 0xCD9E8D57u;
+  const uint32_t kWeyl0 = 0x9E3779B9u, kWeyl1 = 0xBB67AE85u;
+  for (int round = 0; round < 10; ++round) {
+    if (round > 0) {
+      key0 += kWeyl0;
+      key1 += kWeyl1;
+    }
+    uint32_t hi0, lo0, hi1, lo1;
+    philox_mulhilo(kMul0, ctr.v[0], &hi0, &lo0);
+    philox_mulhilo(kMul1, ctr.v[2], &hi1, &lo1);
+    Philox4 next = {{hi1 ^ ctr.v[1] ^ key0, lo1, hi0 ^ ctr.v[3] ^ key1, lo0}};
+    ctr = next;
+  }
+  return ctr;
+}
+
+// Where a dropout mask is used: one site per dropout in a layer.
+enum class DropoutSite : uint32_t { AttentionWeights = 0, AttentionOutput = 1, FfnHidden = 2, FfnOutput = 3 };
+
+// Identifies one dropout mask: mask = f(seed, step, layer, site, element index).
+struct DropoutKey {
+  uint64_t seed;
+  uint32_t step;
+  uint32_t layer;
+  DropoutSite site;
+};
+
+// Uniform in [0, 1) with 24 random bits for element `index` of the mask named by `key`.
+// Four consecutive elements share one Philox call (one lane each).
+TT_HD float dropout_uniform(const DropoutKey& key, uint64_t index) {
+  Philox4 ctr = {{static_cast<uint32_t>(index >> 2), static_cast<uint32_t>(index >> 34),
+                  (key.layer << 8) | static_cast<uint32_t>(key.site), key.step}};
+  Philox4 r = philox4x32_10(ctr, static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
+  return static_cast<float>(r.v[index & 3] >> 8) * (1.0f / 16777216.0f);
+}
+
+// Inverted dropout: a kept element is scaled by 1/(1-p), a dropped one is zero.
+// Returns the factor that multiplies element `index`.
+TT_HD float dropout_scale(const DropoutKey& key, uint64_t index, float p) {
+  return dropout_uniform(key, index) < p ? 0.0f : 1.0f / (1.0f - p);
+}
+
+}  // namespace tt

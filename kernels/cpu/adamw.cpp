@@ -1,0 +1,18 @@
+// AdamW over the flat parameter buffer (CPU); the element math is shared with CUDA.
+#include "kernels/cpu/cpu_backend.h"
+
+namespace tt {
+
+// params (n), grads (n), exp_avg (n), exp_avg_sq (n), updated in place
+void CpuBackend::adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq,
+                            const AdamWStepScalars& s) {
+  const int64_t n = params.numel();
+  float* p = params.f32();
+  const float* g = grads.f32();
+  float* m = exp_avg.f32();
+  float* v = exp_avg_sq.f32();
+#pragma omp parallel for simd
+  for (int64_t i = 0; i < n; ++i) adamw_update(p + i, m + i, v + i, g[i], s);
+}
+
+}  // namespace tt

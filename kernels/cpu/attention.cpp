@@ -1,0 +1,132 @@
+// Multi-head scaled dot-product attention core, as nn.MultiheadAttention computes it between
+// in_proj and out_proj: per head, softmax(q k^T / sqrt(HS) [+ causal mask]) with dropout on
+// the weights, times v. Forward and backward (CPU). Each (batch, head) pair is independent,
+// so OpenMP splits over them and every thread writes its own slices: deterministic.
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "kernels/cpu/cpu_backend.h"
+
+namespace tt {
+
+namespace {
+
+// Where head h of token t of batch b keeps its q, k and v in the packed (B,T,3C) tensor.
+struct PackedQkv {
+  int T, C, HS;
+  int64_t q(int b, int t, int h) const { return (static_cast<int64_t>(b) * T + t) * 3 * C + h * HS; }
+  int64_t k(int b, int t, int h) const { return q(b, t, h) + C; }
+  int64_t v(int b, int t, int h) const { return q(b, t, h) + 2 * C; }
+};
+
+}  // namespace
+
+// qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T) (softmax weights, before dropout)
+void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s, float p,
+                                   const DropoutKey& key) {
+  const int B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS;
+  const PackedQkv at{T, C, HS};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const float* x = qkv.f32();
+  float* o = out.f32();
+  float* P = probs.f32();
+#pragma omp parallel for collapse(2)
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < NH; ++h) {
+      for (int t = 0; t < T; ++t) {
+        const int64_t row = ((static_cast<int64_t>(b) * NH + h) * T + t) * T;
+        float* prow = P + row;
+        const int visible = s.causal ? t + 1 : T;  // keys a query may attend to
+        const float* q = x + at.q(b, t, h);
+        float max_score = -INFINITY;
+        for (int t2 = 0; t2 < visible; ++t2) {
+          const float* k = x + at.k(b, t2, h);
+          float dot = 0.0f;
+          for (int d = 0; d < HS; ++d) dot += (q[d] * scale) * k[d];
+          prow[t2] = dot;
+          max_score = std::fmax(max_score, dot);
+        }
+        float sum = 0.0f;
+        for (int t2 = 0; t2 < visible; ++t2) {
+          prow[t2] = std::exp(prow[t2] - max_score);
+          sum += prow[t2];
+        }
+        const float inv_sum = 1.0f / sum;
+        for (int t2 = 0; t2 < visible; ++t2) prow[t2] *= inv_sum;
+        for (int t2 = visible; t2 < T; ++t2) prow[t2] = 0.0f;
+
+        float* orow = o + (static_cast<int64_t>(b) * T + t) * C + h * HS;
+        for (int d = 0; d < HS; ++d) orow[d] = 0.0f;
+        for (int t2 = 0; t2 < visible; ++t2) {
+          const float w = p > 0.0f ? prow[t2] * dropout_scale(key, row + t2, p) : prow[t2];
+          const float* v = x + at.v(b, t2, h);
+          for (int d = 0; d < HS; ++d) orow[d] += w * v[d];
+        }
+      }
+    }
+  }
+}
+
+// dout (B,T,C) -> dqkv (B,T,3C); dprobs (B,NH,T,T) scratch for the score gradients
+void CpuBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs,
+                                    const AttentionShape& s, float p, const DropoutKey& key) {
+  const int B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS;
+  const PackedQkv at{T, C, HS};
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const float* x = qkv.f32();
+  const float* dO = dout.f32();
+  const float* P = probs.f32();
+  float* dS = dprobs.f32();
+  float* dx = dqkv.f32();
+#pragma omp parallel for collapse(2)
+  for (int b = 0; b < B; ++b) {
+    for (int h = 0; h < NH; ++h) {
+      for (int t = 0; t < T; ++t) {
+        std::memset(dx + at.q(b, t, h), 0, sizeof(float) * HS);
+        std::memset(dx + at.k(b, t, h), 0, sizeof(float) * HS);
+        std::memset(dx + at.v(b, t, h), 0, sizeof(float) * HS);
+      }
+      for (int t = 0; t < T; ++t) {
+        const int64_t row = ((static_cast<int64_t>(b) * NH + h) * T + t) * T;
+        const int visible = s.causal ? t + 1 : T;
+        const float* prow = P + row;
+        float* dsrow = dS + row;
+        const float* drow = dO + (static_cast<int64_t>(b) * T + t) * C + h * HS;
+        // out_t = sum_t2 m[t2] P[t2] v_t2, with m the dropout scale:
+        // dv_t2 += m P dout_t, and dP[t2] = m (dout_t . v_t2)
+        float dot_pdp = 0.0f;  // sum_t2 P[t2] dP[t2], for the softmax backward
+        for (int t2 = 0; t2 < visible; ++t2) {
+          const float m = p > 0.0f ? dropout_scale(key, row + t2, p) : 1.0f;
+          const float* v = x + at.v(b, t2, h);
+          float* dv = dx + at.v(b, t2, h);
+          float dot = 0.0f;
+          const float w = m * prow[t2];
+          for (int d = 0; d < HS; ++d) {
+            dot += drow[d] * v[d];
+            dv[d] += w * drow[d];
+          }
+          dsrow[t2] = m * dot;
+          dot_pdp += prow[t2] * dsrow[t2];
+        }
+        // softmax backward: dscore = P (dP - sum P dP); masked scores get no gradient
+        for (int t2 = 0; t2 < visible; ++t2) dsrow[t2] = prow[t2] * (dsrow[t2] - dot_pdp);
+        for (int t2 = visible; t2 < T; ++t2) dsrow[t2] = 0.0f;
+        // score = (q scale) . k: dq_t += scale dscore k_t2, dk_t2 += scale dscore q_t
+        const float* q = x + at.q(b, t, h);
+        float* dq = dx + at.q(b, t, h);
+        for (int t2 = 0; t2 < visible; ++t2) {
+          const float g = dsrow[t2] * scale;
+          const float* k = x + at.k(b, t2, h);
+          float* dk = dx + at.k(b, t2, h);
+          for (int d = 0; d < HS; ++d) {
+            dq[d] += g * k[d];
+            dk[d] += g * q[d];
+          }
+        }
+      }
+    }
+  }
+}
+
+}  // namespace tt

@@ -1,0 +1,47 @@
+// The CPU backend: the readable reference every other backend is tested against.
+// Plain C++ loops parallelised with OpenMP over independent rows, OpenBLAS sgemm for the
+// matmuls. Each op family lives in its own file (embedding.cpp, linear.cpp, ...).
+#pragma once
+#include <memory>
+
+#include "kernels/backend.h"
+
+namespace tt {
+
+class CpuBackend final : public Backend {
+ public:
+  std::string name() const override { return "cpu"; }
+
+  void* allocate(size_t bytes) override;
+  void release(void* ptr) override;
+  void copy_to_device(void* dst, const void* src, size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void fill_zero(Tensor t) override;
+  void synchronize() override {}
+
+  void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) override;
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) override;
+  void linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) override;
+  void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) override;
+  void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s, float p,
+                         const DropoutKey& key) override;
+  void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs, const AttentionShape& s,
+                          float p, const DropoutKey& key) override;
+  void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
+                         float eps) override;
+  void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                          Tensor mean, Tensor rstd) override;
+  void activation_forward(Tensor out, Tensor inp, Activation act) override;
+  void activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) override;
+  void dropout_forward(Tensor out, Tensor inp, float p, const DropoutKey& key) override;
+  void dropout_backward(Tensor dinp, Tensor dout, float p, const DropoutKey& key) override;
+  void residual_forward(Tensor out, Tensor a, Tensor b) override;
+  void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
+                                      float dloss_scale) override;
+  void adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq,
+                  const AdamWStepScalars& s) override;
+};
+
+std::unique_ptr<Backend> make_cpu_backend();
+
+}  // namespace tt

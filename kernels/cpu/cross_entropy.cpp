@@ -1,0 +1,39 @@
+// Fused softmax + cross-entropy (CPU): one pass per token row gives the loss and, when
+// asked, the logit gradient written over the logits; no probability tensor is kept.
+#include <cmath>
+
+#include "kernels/cpu/cpu_backend.h"
+
+namespace tt {
+
+// logits (N,V), targets (N) -> losses (N); dlogits (N,V) = (softmax - onehot) * dloss_scale / N
+void CpuBackend::cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
+                                                float dloss_scale) {
+  const int N = logits.shape[0], V = logits.shape[1];
+  const float* z = logits.f32();
+  const int32_t* y = targets.i32();
+  float* loss = losses.f32();
+  float* dz = dlogits.data ? dlogits.f32() : nullptr;
+  const float grad_scale = dloss_scale / N;
+#pragma omp parallel for
+  for (int n = 0; n < N; ++n) {
+    const float* zr = z + static_cast<int64_t>(n) * V;
+    float max_logit = -INFINITY;
+    for (int v = 0; v < V; ++v) max_logit = std::fmax(max_logit, zr[v]);
+    float sum = 0.0f;
+    for (int v = 0; v < V; ++v) sum += std::exp(zr[v] - max_logit);
+    const float log_sum = std::log(sum);
+    const int target = y[n];
+    loss[n] = log_sum + max_logit - zr[target];
+    if (dz) {
+      float* dr = dz + static_cast<int64_t>(n) * V;
+      const float inv_sum = 1.0f / sum;
+      for (int v = 0; v < V; ++v) {
+        const float prob = std::exp(zr[v] - max_logit) * inv_sum;
+        dr[v] = (prob - (v == target ? 1.0f : 0.0f)) * grad_scale;
+      }
+    }
+  }
+}
+
+}  // namespace tt

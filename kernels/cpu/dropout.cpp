@@ -1,0 +1,26 @@
+// Inverted dropout with Philox masks, forward and backward (CPU). The mask is never stored:
+// both directions recompute it from (seed, step, layer, site, index).
+#include "kernels/cpu/cpu_backend.h"
+
+namespace tt {
+
+// inp (n) -> out (n), may alias; identity when p == 0
+void CpuBackend::dropout_forward(Tensor out, Tensor inp, float p, const DropoutKey& key) {
+  const int64_t n = inp.numel();
+  const float* x = inp.f32();
+  float* y = out.f32();
+  if (p == 0.0f) {
+    if (y != x)
+      for (int64_t i = 0; i < n; ++i) y[i] = x[i];
+    return;
+  }
+#pragma omp parallel for
+  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * dropout_scale(key, static_cast<uint64_t>(i), p);
+}
+
+// dout (n) -> dinp (n), may alias: the same mask and scale as the forward
+void CpuBackend::dropout_backward(Tensor dinp, Tensor dout, float p, const DropoutKey& key) {
+  dropout_forward(dinp, dout, p, key);
+}
+
+}  // namespace tt

@@ -1,0 +1,42 @@
+// Token and learned positional embedding, forward and backward (CPU).
+#include "kernels/cpu/cpu_backend.h"
+
+namespace tt {
+
+// tokens (B,T) int32, wte (V,C), wpe (maxT,C) or null -> out (B,T,C)
+// Token ids are checked on the host before they reach a backend (engine/data).
+void CpuBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) {
+  const int B = tokens.shape[0], T = tokens.shape[1], C = wte.shape[1];
+  const int32_t* ids = tokens.i32();
+  const float* table = wte.f32();
+  const float* pos = wpe.data ? wpe.f32() : nullptr;
+  float* o = out.f32();
+#pragma omp parallel for
+  for (int bt = 0; bt < B * T; ++bt) {
+    const float* row = table + static_cast<int64_t>(ids[bt]) * C;
+    const float* prow = pos ? pos + static_cast<int64_t>(bt % T) * C : nullptr;
+    float* orow = o + static_cast<int64_t>(bt) * C;
+    for (int c = 0; c < C; ++c) orow[c] = prow ? row[c] + prow[c] : row[c];
+  }
+}
+
+// dout (B,T,C) -> dwte (V,C) +=, dwpe (maxT,C) +=
+// Several tokens may share an id, so rows are accumulated in a fixed (b,t) order per
+// channel block: threads split the channels, never the tokens, which keeps it deterministic.
+void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) {
+  const int B = tokens.shape[0], T = tokens.shape[1], C = dwte.shape[1];
+  const int32_t* ids = tokens.i32();
+  const float* d = dout.f32();
+  float* dtable = dwte.f32();
+  float* dpos = dwpe.data ? dwpe.f32() : nullptr;
+#pragma omp parallel for
+  for (int c = 0; c < C; ++c) {
+    for (int bt = 0; bt < B * T; ++bt) {
+      float g = d[static_cast<int64_t>(bt) * C + c];
+      dtable[static_cast<int64_t>(ids[bt]) * C + c] += g;
+      if (dpos) dpos[static_cast<int64_t>(bt % T) * C + c] += g;
+    }
+  }
+}
+
+}  // namespace tt

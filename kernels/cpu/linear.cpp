@@ -1,0 +1,44 @@
+// Linear layer y = x W^T + b with PyTorch's weight layout (out_features, in_features),
+// forward and backward, on OpenBLAS sgemm (row-major).
+#include <cblas.h>
+
+#include "kernels/cpu/cpu_backend.h"
+
+namespace tt {
+
+// inp (N,I), weight (O,I), bias (O) or null -> out (N,O)
+void CpuBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) {
+  const int N = inp.shape[0], I = inp.shape[1], O = weight.shape[0];
+  float* o = out.f32();
+  float beta = 0.0f;
+  if (bias.data) {
+    // Start from the bias broadcast over rows, then let sgemm add x W^T on top (beta = 1).
+    const float* b = bias.f32();
+#pragma omp parallel for
+    for (int n = 0; n < N; ++n)
+      for (int j = 0; j < O; ++j) o[static_cast<int64_t>(n) * O + j] = b[j];
+    beta = 1.0f;
+  }
+  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, I, 1.0f, inp.f32(), I, weight.f32(), I, beta, o, O);
+}
+
+// dout (N,O) -> dinp (N,I) = dout W (skipped when null), dweight (O,I) += dout^T inp,
+// dbias (O) += column sums of dout
+void CpuBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) {
+  const int N = inp.shape[0], I = inp.shape[1], O = weight.shape[0];
+  const float* d = dout.f32();
+  if (dinp.data)
+    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, I, O, 1.0f, d, O, weight.f32(), I, 0.0f, dinp.f32(), I);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, I, N, 1.0f, d, O, inp.f32(), I, 1.0f, dweight.f32(), I);
+  if (dbias.data) {
+    float* db = dbias.f32();
+#pragma omp parallel for
+    for (int j = 0; j < O; ++j) {
+      float sum = 0.0f;
+      for (int n = 0; n < N; ++n) sum += d[static_cast<int64_t>(n) * O + j];
+      db[j] += sum;
+    }
+  }
+}
+
+}  // namespace tt
