@@ -128,11 +128,11 @@ AdamWConfig adamw_config_from_json(const std::string& text) {
   const char* what = "optimizer";
   json j = parse_object(text, what);
   AdamWConfig c;
-  c.lr = field<float>(j, "lr", what);
-  c.beta1 = field<float>(j, "beta1", what);
-  c.beta2 = field<float>(j, "beta2", what);
-  c.eps = field<float>(j, "eps", what);
-  c.weight_decay = field<float>(j, "weight_decay", what);
+  c.lr = field<double>(j, "lr", what);
+  c.beta1 = field<double>(j, "beta1", what);
+  c.beta2 = field<double>(j, "beta2", what);
+  c.eps = field<double>(j, "eps", what);
+  c.weight_decay = field<double>(j, "weight_decay", what);
   c.validate();
   return c;
 }

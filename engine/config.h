@@ -36,13 +36,13 @@ struct ModelConfig {
   void validate() const;  // throws InputError naming the field
 };
 
-// torch.optim.AdamW hyper-parameters (PyTorch's defaults).
+// torch.optim.AdamW hyper-parameters (PyTorch's defaults), in double like Python floats.
 struct AdamWConfig {
-  float lr = 1e-3f;
-  float beta1 = 0.9f;
-  float beta2 = 0.999f;
-  float eps = 1e-8f;
-  float weight_decay = 0.01f;
+  double lr = 1e-3;
+  double beta1 = 0.9;
+  double beta2 = 0.999;
+  double eps = 1e-8;
+  double weight_decay = 0.01;
   void validate() const;
 };
 

@@ -56,7 +56,7 @@ int main(int argc, char** argv) {
   };
 
   TrainOptions train;
-  train.optimizer.lr = 1e-4f;  // the seed workload's learning rate
+  train.optimizer.lr = 1e-4;  // the seed workload's learning rate
   std::string activation = "relu", pos_embedding = "none";
   CLI::App* train_cmd = app.add_subcommand("train", "train on random tokens (no flags: the seed workload)");
   add_train_flags(train_cmd, train, activation, pos_embedding);

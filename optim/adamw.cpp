@@ -21,17 +21,21 @@ AdamW::AdamW(Backend& backend, const AdamWConfig& config, int64_t num_params)
 
 void AdamW::step(Tensor params, Tensor grads) {
   ++t_;
+  backend_.adamw_step(params, grads, state_.get("exp_avg"), state_.get("exp_avg_sq"), adamw_step_scalars(config_, t_));
+}
+
+AdamWStepScalars adamw_step_scalars(const AdamWConfig& c, int64_t t) {
+  const double steps = static_cast<double>(t);
   AdamWStepScalars s;
-  s.lr = config_.lr;
-  s.beta1 = config_.beta1;
-  s.beta2 = config_.beta2;
-  s.eps = config_.eps;
-  s.weight_decay = config_.weight_decay;
-  // PyTorch computes the corrections in double (Python floats) and rounds when they meet tensors.
-  s.bias_correction1 = static_cast<float>(1.0 - std::pow(static_cast<double>(config_.beta1), static_cast<double>(t_)));
-  s.bias_correction2_sqrt =
-      static_cast<float>(std::sqrt(1.0 - std::pow(static_cast<double>(config_.beta2), static_cast<double>(t_))));
-  backend_.adamw_step(params, grads, state_.get("exp_avg"), state_.get("exp_avg_sq"), s);
+  s.decay = static_cast<float>(1.0 - c.lr * c.weight_decay);
+  s.beta1 = static_cast<float>(c.beta1);
+  s.one_minus_beta1 = static_cast<float>(1.0 - c.beta1);
+  s.beta2 = static_cast<float>(c.beta2);
+  s.one_minus_beta2 = static_cast<float>(1.0 - c.beta2);
+  s.step_size = static_cast<float>(c.lr / (1.0 - std::pow(c.beta1, steps)));
+  s.bias_correction2_sqrt = static_cast<float>(std::sqrt(1.0 - std::pow(c.beta2, steps)));
+  s.eps = static_cast<float>(c.eps);
+  return s;
 }
 
 }  // namespace tt

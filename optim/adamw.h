@@ -9,6 +9,10 @@
 
 namespace tt {
 
+// torch.optim.AdamW's host arithmetic for step t (t >= 1): Python floats (double), each
+// rounded to fp32 where it meets an fp32 tensor.
+AdamWStepScalars adamw_step_scalars(const AdamWConfig& config, int64_t t);
+
 class AdamW {
  public:
   AdamW(Backend& backend, const AdamWConfig& config, int64_t num_params);

@@ -49,13 +49,20 @@ struct DropoutKey {
   DropoutSite site;
 };
 
-// Uniform in [0, 1) with 24 random bits for element `index` of the mask named by `key`.
-// Four consecutive elements share one Philox call (one lane each).
-TT_HD float dropout_uniform(const DropoutKey& key, uint64_t index) {
-  Philox4 ctr = {{static_cast<uint32_t>(index >> 2), static_cast<uint32_t>(index >> 34),
+// The Philox output that serves elements 4*group .. 4*group+3 of the mask named by `key`:
+// one Philox call feeds four consecutive elements, one 32-bit lane each.
+TT_HD Philox4 dropout_bits4(const DropoutKey& key, uint64_t group) {
+  Philox4 ctr = {{static_cast<uint32_t>(group), static_cast<uint32_t>(group >> 32),
                   (key.layer << 8) | static_cast<uint32_t>(key.site), key.step}};
-  Philox4 r = philox4x32_10(ctr, static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
-  return static_cast<float>(r.v[index & 3] >> 8) * (1.0f / 16777216.0f);
+  return philox4x32_10(ctr, static_cast<uint32_t>(key.seed), static_cast<uint32_t>(key.seed >> 32));
+}
+
+// A 32-bit lane -> uniform in [0, 1) with its top 24 bits (exact in fp32).
+TT_HD float uniform_from_bits(uint32_t bits) { return static_cast<float>(bits >> 8) * (1.0f / 16777216.0f); }
+
+// Uniform in [0, 1) for element `index` of the mask named by `key`.
+TT_HD float dropout_uniform(const DropoutKey& key, uint64_t index) {
+  return uniform_from_bits(dropout_bits4(key, index >> 2).v[index & 3]);
 }
 
 // Inverted dropout: a kept element is scaled by 1/(1-p), a dropped one is zero.

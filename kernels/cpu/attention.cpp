@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/dropout_mask.h"
 
 namespace tt {
 
@@ -34,6 +35,7 @@ void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const A
 #pragma omp parallel for collapse(2)
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < NH; ++h) {
+      std::vector<float> mask(T, 1.0f);  // dropout factors of one row of weights
       for (int t = 0; t < T; ++t) {
         const int64_t row = ((static_cast<int64_t>(b) * NH + h) * T + t) * T;
         float* prow = P + row;
@@ -58,8 +60,9 @@ void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const A
 
         float* orow = o + (static_cast<int64_t>(b) * T + t) * C + h * HS;
         for (int d = 0; d < HS; ++d) orow[d] = 0.0f;
+        if (p > 0.0f) dropout_scales(key, row, visible, p, mask.data());
         for (int t2 = 0; t2 < visible; ++t2) {
-          const float w = p > 0.0f ? prow[t2] * dropout_scale(key, row + t2, p) : prow[t2];
+          const float w = prow[t2] * mask[t2];
           const float* v = x + at.v(b, t2, h);
           for (int d = 0; d < HS; ++d) orow[d] += w * v[d];
         }
@@ -82,6 +85,7 @@ void CpuBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Ten
 #pragma omp parallel for collapse(2)
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < NH; ++h) {
+      std::vector<float> mask(T, 1.0f);
       for (int t = 0; t < T; ++t) {
         std::memset(dx + at.q(b, t, h), 0, sizeof(float) * HS);
         std::memset(dx + at.k(b, t, h), 0, sizeof(float) * HS);
@@ -96,8 +100,9 @@ void CpuBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Ten
         // out_t = sum_t2 m[t2] P[t2] v_t2, with m the dropout scale:
         // dv_t2 += m P dout_t, and dP[t2] = m (dout_t . v_t2)
         float dot_pdp = 0.0f;  // sum_t2 P[t2] dP[t2], for the softmax backward
+        if (p > 0.0f) dropout_scales(key, row, visible, p, mask.data());
         for (int t2 = 0; t2 < visible; ++t2) {
-          const float m = p > 0.0f ? dropout_scale(key, row + t2, p) : 1.0f;
+          const float m = mask[t2];
           const float* v = x + at.v(b, t2, h);
           float* dv = dx + at.v(b, t2, h);
           float dot = 0.0f;

@@ -1,6 +1,7 @@
 // Inverted dropout with Philox masks, forward and backward (CPU). The mask is never stored:
 // both directions recompute it from (seed, step, layer, site, index).
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/dropout_mask.h"
 
 namespace tt {
 
@@ -14,8 +15,14 @@ void CpuBackend::dropout_forward(Tensor out, Tensor inp, float p, const DropoutK
       for (int64_t i = 0; i < n; ++i) y[i] = x[i];
     return;
   }
+  const int64_t block = 256;  // elements per task; a multiple of 4 so Philox groups stay whole
 #pragma omp parallel for
-  for (int64_t i = 0; i < n; ++i) y[i] = x[i] * dropout_scale(key, static_cast<uint64_t>(i), p);
+  for (int64_t start = 0; start < n; start += block) {
+    float scale[block];
+    const int64_t count = start + block <= n ? block : n - start;
+    dropout_scales(key, static_cast<uint64_t>(start), count, p, scale);
+    for (int64_t i = 0; i < count; ++i) y[start + i] = x[start + i] * scale[i];
+  }
 }
 
 // dout (n) -> dinp (n), may alias: the same mask and scale as the forward

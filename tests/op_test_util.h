@@ -1,0 +1,131 @@
+// Shared helpers for the CPU op tests (test_cpu_ops, test_dropout, test_adamw_update):
+// tensor views over host vectors, seeded random fills, error measures and central finite
+// differences in double. The CPU backend's memory is host memory, so a std::vector's
+// storage can be handed to its ops directly.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+
+namespace tt::test {
+
+// fp32 machine epsilon, 2^-23 (one rounding is at most half of it, relative). Every tolerance
+// in these tests is a multiple of it, sized by the length of the longest fp32 reduction.
+constexpr double kEps32 = 1.1920928955078125e-7;
+
+// ---- tensor views over host vectors ----
+inline Tensor f32_view(std::vector<float>& v, Shape shape) {
+  EXPECT_EQ(static_cast<int64_t>(v.size()), shape.numel()) << "view " << shape.str();
+  return Tensor{v.data(), DType::F32, shape};
+}
+inline Tensor i32_view(std::vector<int32_t>& v, Shape shape) {
+  EXPECT_EQ(static_cast<int64_t>(v.size()), shape.numel()) << "view " << shape.str();
+  return Tensor{v.data(), DType::I32, shape};
+}
+// An absent optional tensor (bias, wpe, dinp, dlogits): null data.
+inline Tensor null_f32() { return Tensor{nullptr, DType::F32, Shape{}}; }
+
+// ---- seeded random fills (std::mt19937, fixed seeds: every run sees the same numbers) ----
+inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+  std::mt19937 gen(seed);
+  std::uniform_real_distribution<float> dist(lo, hi);
+  std::vector<float> v(n);
+  for (float& x : v) x = dist(gen);
+  return v;
+}
+// uniform integers in [lo, hi)
+inline std::vector<int32_t> random_ints(size_t n, uint32_t seed, int lo, int hi) {
+  std::mt19937 gen(seed);
+  std::uniform_int_distribution<int32_t> dist(lo, hi - 1);
+  std::vector<int32_t> v(n);
+  for (int32_t& x : v) x = dist(gen);
+  return v;
+}
+
+inline std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+// ---- error measures ----
+inline double max_abs(const std::vector<double>& v) {
+  double m = 0.0;
+  for (double x : v) m = std::max(m, std::fabs(x));
+  return m;
+}
+inline double max_abs_diff(const std::vector<float>& got, const std::vector<double>& want) {
+  EXPECT_EQ(got.size(), want.size());
+  double m = 0.0;
+  for (size_t i = 0; i < std::min(got.size(), want.size()); ++i) {
+    const double d = std::fabs(static_cast<double>(got[i]) - want[i]);
+    m = std::max(m, std::isnan(d) ? INFINITY : d);  // a NaN is an infinite error, never a pass
+  }
+  return m;
+}
+// max |got - want| over max |want|: the error on the scale of the result
+inline double max_rel_diff(const std::vector<float>& got, const std::vector<double>& want) {
+  return max_abs_diff(got, want) / std::max(max_abs(want), 1e-300);
+}
+
+// Checks max_rel_diff <= tol and prints the measured error, so the margin is visible in logs.
+inline void expect_rel_close(const std::string& what, const std::vector<float>& got, const std::vector<double>& want,
+                             double tol) {
+  const double rel = max_rel_diff(got, want);
+  std::printf("[ rel err  ] %-40s %.3e  (tol %.1e)\n", what.c_str(), rel, tol);
+  EXPECT_LE(rel, tol) << what << ": max |got - want| / max |want| = " << rel;
+}
+
+// Checks max |got - want| <= tol, for results whose natural scale is absolute (losses, GELU).
+inline void expect_abs_close(const std::string& what, const std::vector<float>& got, const std::vector<double>& want,
+                             double tol) {
+  const double err = max_abs_diff(got, want);
+  std::printf("[ abs err  ] %-40s %.3e  (tol %.1e)\n", what.c_str(), err, tol);
+  EXPECT_LE(err, tol) << what << ": max |got - want| = " << err;
+}
+
+// Bitwise equality of two fp32 buffers (determinism, aliasing, exact accumulation checks).
+inline void expect_bitwise_equal(const std::string& what, const std::vector<float>& got,
+                                 const std::vector<float>& want) {
+  ASSERT_EQ(got.size(), want.size()) << what;
+  size_t mismatches = 0, first = 0;
+  for (size_t i = 0; i < got.size(); ++i)
+    if (std::memcmp(&got[i], &want[i], sizeof(float)) != 0 && mismatches++ == 0) first = i;
+  EXPECT_EQ(mismatches, 0u) << what << ": " << mismatches << " of " << got.size() << " differ, first at " << first
+                            << " (" << got[first] << " vs " << want[first] << ")";
+}
+
+// sum_i a_i b_i: the scalar loss L = sum(out * R) of the backward tests
+inline double dot(const std::vector<double>& a, const std::vector<double>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double s = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
+  return s;
+}
+
+// dL/dx by central differences in double: (L(x + h e_i) - L(x - h e_i)) / 2h. For O(1)
+// inputs with h = 1e-6 the truncation error is ~h^2 |L'''| ~ 1e-12 and the cancellation
+// error ~1e-16 sum|terms of L| / h ~ 1e-10 per term summed (a few 1e-9 for the sizes in
+// these tests): both far below the fp32 errors being measured (1e-7 and up).
+inline std::vector<double> central_diff(const std::function<double(const std::vector<double>&)>& loss,
+                                        std::vector<double> x, double h = 1e-6) {
+  std::vector<double> grad(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    const double x0 = x[i];
+    x[i] = x0 + h;
+    const double up = loss(x);
+    x[i] = x0 - h;
+    const double down = loss(x);
+    x[i] = x0;
+    grad[i] = (up - down) / (2.0 * h);
+  }
+  return grad;
+}
+
+}  // namespace tt::test

@@ -1,0 +1,708 @@
+// CPU backend ops against independent double-precision references written here as plain
+// loops: every forward against the reference, every backward against central finite
+// differences of L = sum(out * R) (so the backward runs with dout = R), plus the contract's
+// accumulate/overwrite and aliasing rules. Dropout itself and AdamW have their own suites.
+//
+// Tolerances: kEps32 = 2^-23 times the length K of the longest fp32 reduction in the op's
+// chain. A K-term fp32 sum is off by at most ~K/2 eps of its terms' scale, and the measured
+// errors (printed as [ rel err ]) sit one to two decades under these bounds.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <cmath>
+#include <limits>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "kernels/common/philox.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "tests/op_test_util.h"
+
+namespace tt {
+namespace {
+
+using test::central_diff;
+using test::dot;
+using test::expect_abs_close;
+using test::expect_bitwise_equal;
+using test::expect_rel_close;
+using test::f32_view;
+using test::i32_view;
+using test::kEps32;
+using test::null_f32;
+using test::random_floats;
+using test::random_ints;
+using test::to_double;
+
+const float kNaN = std::numeric_limits<float>::quiet_NaN();
+
+// A buffer the op must overwrite entirely: any read or += of it leaves a NaN behind.
+std::vector<float> nan_filled(size_t n) { return std::vector<float>(n, kNaN); }
+
+// ======================= double-precision references =======================
+
+// tokens (B,T), wte (V,C), wpe (maxT,C) or empty -> out (B,T,C)
+std::vector<double> embedding_ref(const std::vector<int32_t>& tokens, const std::vector<double>& wte,
+                                  const std::vector<double>& wpe, int B, int T, int C) {
+  std::vector<double> out(static_cast<size_t>(B) * T * C);
+  for (int b = 0; b < B; ++b)
+    for (int t = 0; t < T; ++t)
+      for (int c = 0; c < C; ++c) {
+        const int id = tokens[b * T + t];
+        out[(b * T + t) * C + c] = wte[id * C + c] + (wpe.empty() ? 0.0 : wpe[t * C + c]);
+      }
+  return out;
+}
+
+// inp (N,I), weight (O,I), bias (O) or empty -> out (N,O)
+std::vector<double> linear_ref(const std::vector<double>& inp, const std::vector<double>& weight,
+                               const std::vector<double>& bias, int N, int I, int O) {
+  std::vector<double> out(static_cast<size_t>(N) * O);
+  for (int n = 0; n < N; ++n)
+    for (int o = 0; o < O; ++o) {
+      double sum = bias.empty() ? 0.0 : bias[o];
+      for (int i = 0; i < I; ++i) sum += inp[n * I + i] * weight[o * I + i];
+      out[n * O + o] = sum;
+    }
+  return out;
+}
+
+// The mask factor of attention weight `index` (B,NH,T,T order), from the shared Philox mask
+// but with the kept scale 1/(1-p) taken in double.
+double attention_mask_ref(const DropoutKey& key, int64_t index, float p) {
+  if (p == 0.0f) return 1.0;
+  return dropout_scale(key, static_cast<uint64_t>(index), p) == 0.0f ? 0.0 : 1.0 / (1.0 - static_cast<double>(p));
+}
+
+// qkv (B,T,3C) packed [q|k|v], heads of HS channels -> out (B,T,C); probs (B,NH,T,T) the
+// softmax weights before dropout, when asked for.
+std::vector<double> attention_ref(const std::vector<double>& qkv, const AttentionShape& s, float p,
+                                  const DropoutKey& key, std::vector<double>* probs = nullptr) {
+  const int B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS;
+  auto q = [&](int b, int t, int h, int d) { return qkv[(b * T + t) * 3 * C + h * HS + d]; };
+  auto k = [&](int b, int t, int h, int d) { return qkv[(b * T + t) * 3 * C + C + h * HS + d]; };
+  auto v = [&](int b, int t, int h, int d) { return qkv[(b * T + t) * 3 * C + 2 * C + h * HS + d]; };
+  std::vector<double> out(static_cast<size_t>(B) * T * C, 0.0);
+  if (probs) probs->assign(static_cast<size_t>(B) * NH * T * T, 0.0);
+  std::vector<double> w(T);
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int t = 0; t < T; ++t) {
+        const int visible = s.causal ? t + 1 : T;
+        double max_score = -INFINITY;
+        for (int t2 = 0; t2 < visible; ++t2) {
+          double score = 0.0;
+          for (int d = 0; d < HS; ++d) score += q(b, t, h, d) * k(b, t2, h, d);
+          w[t2] = score / std::sqrt(static_cast<double>(HS));
+          max_score = std::max(max_score, w[t2]);
+        }
+        double sum = 0.0;
+        for (int t2 = 0; t2 < visible; ++t2) sum += (w[t2] = std::exp(w[t2] - max_score));
+        const int64_t row = ((static_cast<int64_t>(b) * NH + h) * T + t) * T;
+        for (int t2 = 0; t2 < visible; ++t2) {
+          w[t2] /= sum;
+          if (probs) (*probs)[row + t2] = w[t2];
+          const double weight = w[t2] * attention_mask_ref(key, row + t2, p);
+          for (int d = 0; d < HS; ++d) out[(b * T + t) * C + h * HS + d] += weight * v(b, t2, h, d);
+        }
+      }
+  return out;
+}
+
+struct LayerNormRef {
+  std::vector<double> out, mean, rstd;
+};
+
+// inp (N,C), weight (C), bias (C) -> out (N,C), mean (N), rstd (N); biased variance
+LayerNormRef layernorm_ref(const std::vector<double>& inp, const std::vector<double>& weight,
+                           const std::vector<double>& bias, int N, int C, double eps) {
+  LayerNormRef r{std::vector<double>(static_cast<size_t>(N) * C), std::vector<double>(N), std::vector<double>(N)};
+  for (int n = 0; n < N; ++n) {
+    double mean = 0.0, var = 0.0;
+    for (int c = 0; c < C; ++c) mean += inp[n * C + c];
+    mean /= C;
+    for (int c = 0; c < C; ++c) var += (inp[n * C + c] - mean) * (inp[n * C + c] - mean);
+    const double rstd = 1.0 / std::sqrt(var / C + eps);
+    for (int c = 0; c < C; ++c) r.out[n * C + c] = (inp[n * C + c] - mean) * rstd * weight[c] + bias[c];
+    r.mean[n] = mean;
+    r.rstd[n] = rstd;
+  }
+  return r;
+}
+
+double gelu_ref(double x) { return 0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))); }
+
+// logits (N,V), targets (N) -> per-token loss (N)
+std::vector<double> cross_entropy_ref(const std::vector<double>& logits, const std::vector<int32_t>& targets, int N,
+                                      int V) {
+  std::vector<double> losses(N);
+  for (int n = 0; n < N; ++n) {
+    double max_logit = -INFINITY, sum = 0.0;
+    for (int v = 0; v < V; ++v) max_logit = std::max(max_logit, logits[n * V + v]);
+    for (int v = 0; v < V; ++v) sum += std::exp(logits[n * V + v] - max_logit);
+    losses[n] = std::log(sum) + max_logit - logits[n * V + targets[n]];
+  }
+  return losses;
+}
+
+// dlogits (N,V) = (softmax - onehot(target)) * dloss_scale / N, written out analytically
+std::vector<double> cross_entropy_grad_ref(const std::vector<double>& logits, const std::vector<int32_t>& targets,
+                                           int N, int V, double dloss_scale) {
+  std::vector<double> grad(static_cast<size_t>(N) * V);
+  for (int n = 0; n < N; ++n) {
+    double max_logit = -INFINITY, sum = 0.0;
+    for (int v = 0; v < V; ++v) max_logit = std::max(max_logit, logits[n * V + v]);
+    for (int v = 0; v < V; ++v) sum += std::exp(logits[n * V + v] - max_logit);
+    for (int v = 0; v < V; ++v) {
+      const double prob = std::exp(logits[n * V + v] - max_logit) / sum;
+      grad[n * V + v] = (prob - (v == targets[n] ? 1.0 : 0.0)) * dloss_scale / N;
+    }
+  }
+  return grad;
+}
+
+class CpuOps : public ::testing::Test {
+ protected:
+  std::unique_ptr<Backend> backend = make_cpu_backend();
+};
+
+// ============================== embedding ==============================
+
+// tokens (2,5) over V=6 (ids repeat), wte (6,7), wpe (8,7) with maxT=8 > T
+constexpr int kEmbB = 2, kEmbT = 5, kEmbC = 7, kEmbV = 6, kEmbMaxT = 8;
+
+TEST_F(CpuOps, EmbeddingForwardWithAndWithoutPositional) {
+  std::vector<int32_t> tokens = random_ints(kEmbB * kEmbT, 1, 0, kEmbV);
+  std::vector<float> wte = random_floats(kEmbV * kEmbC, 2), wpe = random_floats(kEmbMaxT * kEmbC, 3);
+  std::vector<float> out = nan_filled(kEmbB * kEmbT * kEmbC);
+  const Shape out_shape{kEmbB, kEmbT, kEmbC};
+
+  backend->embedding_forward(f32_view(out, out_shape), i32_view(tokens, {kEmbB, kEmbT}),
+                             f32_view(wte, {kEmbV, kEmbC}), f32_view(wpe, {kEmbMaxT, kEmbC}));
+  // one fp32 add per element: at most half an ulp from the exact sum
+  expect_rel_close("embedding fwd (wte + wpe)", out,
+                   embedding_ref(tokens, to_double(wte), to_double(wpe), kEmbB, kEmbT, kEmbC), kEps32);
+
+  out = nan_filled(out.size());
+  backend->embedding_forward(f32_view(out, out_shape), i32_view(tokens, {kEmbB, kEmbT}),
+                             f32_view(wte, {kEmbV, kEmbC}), null_f32());
+  // no arithmetic: a row copy, exact
+  expect_rel_close("embedding fwd (wte only)", out, embedding_ref(tokens, to_double(wte), {}, kEmbB, kEmbT, kEmbC),
+                   0.0);
+}
+
+TEST_F(CpuOps, EmbeddingBackwardMatchesFiniteDifferences) {
+  std::vector<int32_t> tokens = random_ints(kEmbB * kEmbT, 4, 0, kEmbV);
+  tokens[3] = tokens[0];  // make sure some id repeats within a sequence and across the batch
+  tokens[kEmbT] = tokens[0];
+  std::vector<float> wte = random_floats(kEmbV * kEmbC, 5), wpe = random_floats(kEmbMaxT * kEmbC, 6);
+  std::vector<float> R = random_floats(kEmbB * kEmbT * kEmbC, 7);
+  std::vector<double> wte_d = to_double(wte), wpe_d = to_double(wpe), R_d = to_double(R);
+
+  std::vector<float> dwte(wte.size(), 0.0f), dwpe(wpe.size(), 0.0f);
+  backend->embedding_backward(f32_view(dwte, {kEmbV, kEmbC}), f32_view(dwpe, {kEmbMaxT, kEmbC}),
+                              f32_view(R, {kEmbB, kEmbT, kEmbC}), i32_view(tokens, {kEmbB, kEmbT}));
+
+  auto dwte_fd = central_diff(
+      [&](const std::vector<double>& w) { return dot(embedding_ref(tokens, w, wpe_d, kEmbB, kEmbT, kEmbC), R_d); },
+      wte_d);
+  auto dwpe_fd = central_diff(
+      [&](const std::vector<double>& w) { return dot(embedding_ref(tokens, wte_d, w, kEmbB, kEmbT, kEmbC), R_d); },
+      wpe_d);
+  // a row of dwte sums up to B*T rows of dout, a row of dwpe B rows
+  expect_rel_close("embedding bwd dwte", dwte, dwte_fd, kEps32 * kEmbB * kEmbT);
+  expect_rel_close("embedding bwd dwpe", dwpe, dwpe_fd, kEps32 * kEmbB * kEmbT);
+  // rows of positions >= T get nothing
+  for (int i = kEmbT * kEmbC; i < kEmbMaxT * kEmbC; ++i) EXPECT_EQ(dwpe[i], 0.0f) << i;
+
+  // without the positional table only dwte is written, and it is the same
+  std::vector<float> dwte2(wte.size(), 0.0f);
+  backend->embedding_backward(f32_view(dwte2, {kEmbV, kEmbC}), null_f32(), f32_view(R, {kEmbB, kEmbT, kEmbC}),
+                              i32_view(tokens, {kEmbB, kEmbT}));
+  expect_bitwise_equal("embedding bwd dwte without wpe", dwte2, dwte);
+}
+
+TEST_F(CpuOps, EmbeddingBackwardAccumulatesParameterGradients) {
+  // B=1 and distinct ids: each gradient element receives exactly one term per call, so two
+  // calls give exactly 2x (g + g is exact in fp32).
+  const int T = 5, C = 4, V = 9, maxT = 6;
+  std::vector<int32_t> tokens = {3, 0, 8, 5, 1};
+  std::vector<float> R = random_floats(T * C, 8);
+  std::vector<float> dwte(V * C, 0.0f), dwpe(maxT * C, 0.0f);
+  auto run = [&] {
+    backend->embedding_backward(f32_view(dwte, {V, C}), f32_view(dwpe, {maxT, C}), f32_view(R, {1, T, C}),
+                                i32_view(tokens, {1, T}));
+  };
+  run();
+  std::vector<float> once_wte = dwte, once_wpe = dwpe;
+  run();
+  for (float& g : once_wte) g *= 2.0f;
+  for (float& g : once_wpe) g *= 2.0f;
+  expect_bitwise_equal("embedding dwte after two calls", dwte, once_wte);
+  expect_bitwise_equal("embedding dwpe after two calls", dwpe, once_wpe);
+
+  // With repeated ids the second call adds its terms one by one to the first call's sum, so
+  // the result is 2x up to the rounding of a B*T-term sum.
+  std::vector<int32_t> rep = random_ints(kEmbB * kEmbT, 9, 0, 3);
+  std::vector<float> R2 = random_floats(kEmbB * kEmbT * kEmbC, 10);
+  std::vector<float> g(3 * kEmbC, 0.0f);
+  auto run2 = [&] {
+    backend->embedding_backward(f32_view(g, {3, kEmbC}), null_f32(), f32_view(R2, {kEmbB, kEmbT, kEmbC}),
+                                i32_view(rep, {kEmbB, kEmbT}));
+  };
+  run2();
+  std::vector<double> twice = to_double(g);
+  for (double& x : twice) x *= 2.0;
+  run2();
+  expect_rel_close("embedding dwte two calls, repeated ids", g, twice, kEps32 * kEmbB * kEmbT);
+}
+
+// ============================== linear ==============================
+
+// inp (9,17), weight (11,17), bias (11) -> out (9,11); odd sizes hit the GEMM's edge paths
+constexpr int kLinN = 9, kLinI = 17, kLinO = 11;
+
+TEST_F(CpuOps, LinearForwardWithAndWithoutBias) {
+  for (auto [N, I, O] : {std::array<int, 3>{kLinN, kLinI, kLinO}, std::array<int, 3>{64, 300, 70}}) {
+    std::vector<float> x = random_floats(N * I, 11), w = random_floats(O * I, 12), b = random_floats(O, 13);
+    std::vector<float> out = nan_filled(N * O);
+    const std::string shape = " N" + std::to_string(N) + " I" + std::to_string(I) + " O" + std::to_string(O);
+    backend->linear_forward(f32_view(out, {N, O}), f32_view(x, {N, I}), f32_view(w, {O, I}), f32_view(b, {O}));
+    // each output is an I-term dot product plus the bias
+    expect_rel_close("linear fwd with bias" + shape, out, linear_ref(to_double(x), to_double(w), to_double(b), N, I, O),
+                     kEps32 * (I + 1));
+    out = nan_filled(N * O);
+    backend->linear_forward(f32_view(out, {N, O}), f32_view(x, {N, I}), f32_view(w, {O, I}), null_f32());
+    expect_rel_close("linear fwd without bias" + shape, out, linear_ref(to_double(x), to_double(w), {}, N, I, O),
+                     kEps32 * I);
+  }
+}
+
+TEST_F(CpuOps, LinearBackwardMatchesFiniteDifferences) {
+  const int N = kLinN, I = kLinI, O = kLinO;
+  std::vector<float> x = random_floats(N * I, 14), w = random_floats(O * I, 15), b = random_floats(O, 16);
+  std::vector<float> R = random_floats(N * O, 17);
+  std::vector<double> x_d = to_double(x), w_d = to_double(w), b_d = to_double(b), R_d = to_double(R);
+
+  std::vector<float> dx = nan_filled(N * I), dw(O * I, 0.0f), db(O, 0.0f);
+  backend->linear_backward(f32_view(dx, {N, I}), f32_view(dw, {O, I}), f32_view(db, {O}), f32_view(R, {N, O}),
+                           f32_view(x, {N, I}), f32_view(w, {O, I}));
+
+  auto loss = [&](const std::vector<double>& x_, const std::vector<double>& w_, const std::vector<double>& b_) {
+    return dot(linear_ref(x_, w_, b_, N, I, O), R_d);
+  };
+  auto dx_fd = central_diff([&](const std::vector<double>& v) { return loss(v, w_d, b_d); }, x_d);
+  auto dw_fd = central_diff([&](const std::vector<double>& v) { return loss(x_d, v, b_d); }, w_d);
+  auto db_fd = central_diff([&](const std::vector<double>& v) { return loss(x_d, w_d, v); }, b_d);
+  // dinp sums over O outputs, dweight and dbias over the N rows
+  expect_rel_close("linear bwd dinp", dx, dx_fd, kEps32 * O);
+  expect_rel_close("linear bwd dweight", dw, dw_fd, kEps32 * N);
+  expect_rel_close("linear bwd dbias", db, db_fd, kEps32 * N);
+
+  // Without a bias and without an input gradient (both null): dweight is the same.
+  std::vector<float> dw2(O * I, 0.0f);
+  backend->linear_backward(null_f32(), f32_view(dw2, {O, I}), null_f32(), f32_view(R, {N, O}), f32_view(x, {N, I}),
+                           f32_view(w, {O, I}));
+  expect_rel_close("linear bwd dweight (no bias, no dinp)", dw2, dw_fd, kEps32 * N);
+}
+
+TEST_F(CpuOps, LinearBackwardLargerShapeMatchesDoubleFormulas) {
+  // inp (64,300), weight (70,300), dout (64,70): analytic gradients in double
+  // (FD would cost a forward per weight): dinp = dout W, dW = dout^T inp, db = colsum dout.
+  const int N = 64, I = 300, O = 70;
+  std::vector<float> x = random_floats(N * I, 18), w = random_floats(O * I, 19), R = random_floats(N * O, 20);
+  std::vector<float> dx = nan_filled(N * I), dw(O * I, 0.0f), db(O, 0.0f);
+  backend->linear_backward(f32_view(dx, {N, I}), f32_view(dw, {O, I}), f32_view(db, {O}), f32_view(R, {N, O}),
+                           f32_view(x, {N, I}), f32_view(w, {O, I}));
+  std::vector<double> dx_ref(N * I, 0.0), dw_ref(O * I, 0.0), db_ref(O, 0.0);
+  for (int n = 0; n < N; ++n)
+    for (int o = 0; o < O; ++o) {
+      const double g = R[n * O + o];
+      db_ref[o] += g;
+      for (int i = 0; i < I; ++i) {
+        dx_ref[n * I + i] += g * w[o * I + i];
+        dw_ref[o * I + i] += g * x[n * I + i];
+      }
+    }
+  expect_rel_close("linear bwd dinp 64x300x70", dx, dx_ref, kEps32 * O);
+  expect_rel_close("linear bwd dweight 64x300x70", dw, dw_ref, kEps32 * N);
+  expect_rel_close("linear bwd dbias 64x300x70", db, db_ref, kEps32 * N);
+}
+
+TEST_F(CpuOps, LinearBackwardAccumulatesParamsAndOverwritesInput) {
+  const int N = kLinN, I = kLinI, O = kLinO;
+  std::vector<float> x = random_floats(N * I, 21), w = random_floats(O * I, 22), R = random_floats(N * O, 23);
+  std::vector<float> dx = nan_filled(N * I), dw(O * I, 0.0f), db(O, 0.0f);
+  auto run = [&] {
+    backend->linear_backward(f32_view(dx, {N, I}), f32_view(dw, {O, I}), f32_view(db, {O}), f32_view(R, {N, O}),
+                             f32_view(x, {N, I}), f32_view(w, {O, I}));
+  };
+  run();
+  std::vector<float> dx_once = dx, dw_twice = dw, db_twice = db;
+  for (float& g : dw_twice) g *= 2.0f;
+  for (float& g : db_twice) g *= 2.0f;
+  run();
+  // The second call adds the same fp32 sums (N=9 rows fit one GEMM block) once more: exactly 2x.
+  expect_bitwise_equal("linear dweight after two calls", dw, dw_twice);
+  expect_bitwise_equal("linear dbias after two calls", db, db_twice);
+  expect_bitwise_equal("linear dinp after two calls (overwritten)", dx, dx_once);
+}
+
+// ============================== attention ==============================
+
+struct AttentionCase {
+  int B, T, NH, HS;
+  bool causal;
+  float p;
+};
+
+std::string attention_case_name(const ::testing::TestParamInfo<AttentionCase>& info) {
+  const AttentionCase& c = info.param;
+  return "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) + "_NH" + std::to_string(c.NH) + "_HS" +
+         std::to_string(c.HS) + (c.causal ? "_causal" : "_full") + "_p" + std::to_string(static_cast<int>(c.p * 100));
+}
+
+class CpuAttention : public ::testing::TestWithParam<AttentionCase> {
+ protected:
+  std::unique_ptr<Backend> backend = make_cpu_backend();
+  const DropoutKey key{0x1234abcd5678ull, 7, 2, DropoutSite::AttentionWeights};
+
+  AttentionShape shape() const {
+    const AttentionCase& c = GetParam();
+    return AttentionShape{c.B, c.T, c.NH, c.HS, c.causal};
+  }
+  // Scores are HS-term dot products, the softmax sums T exps, each output sums T weighted
+  // values (and the dropout scale adds one rounding): K = HS + 2T + 1.
+  double forward_tol() const { return kEps32 * (GetParam().HS + 2 * GetParam().T + 1); }
+  // The backward starts from the forward's fp32 probs (carrying forward_tol) and runs its own
+  // HS-term (dP) and T-term (sum P dP, dq, dk, dv) reductions: twice the forward budget.
+  double backward_tol() const { return 2.0 * forward_tol(); }
+};
+
+TEST_P(CpuAttention, ForwardMatchesDoubleReference) {
+  const AttentionShape s = shape();
+  const float p = GetParam().p;
+  const int C = s.NH * s.HS;
+  // qkv (B,T,3C) in [-1.5,1.5]: scores up to ~HS/sqrt(HS), softmaxes that are not flat
+  std::vector<float> qkv = random_floats(s.B * s.T * 3 * C, 31, -1.5f, 1.5f);
+  std::vector<float> out = nan_filled(s.B * s.T * C), probs = nan_filled(s.B * s.NH * s.T * s.T);
+  backend->attention_forward(f32_view(out, {s.B, s.T, C}), f32_view(probs, {s.B, s.NH, s.T, s.T}),
+                             f32_view(qkv, {s.B, s.T, 3 * C}), s, p, key);
+
+  std::vector<double> probs_ref;
+  std::vector<double> out_ref = attention_ref(to_double(qkv), s, p, key, &probs_ref);
+  expect_rel_close("attention fwd out " + attention_case_name({GetParam(), 0}), out, out_ref, forward_tol());
+  expect_rel_close("attention fwd probs " + attention_case_name({GetParam(), 0}), probs, probs_ref, forward_tol());
+  // masked (future) positions are exactly zero, and each row of probs sums to 1
+  for (int bh = 0; bh < s.B * s.NH; ++bh)
+    for (int t = 0; t < s.T; ++t) {
+      double row_sum = 0.0;
+      for (int t2 = 0; t2 < s.T; ++t2) {
+        const float w = probs[(static_cast<size_t>(bh) * s.T + t) * s.T + t2];
+        if (s.causal && t2 > t) {
+          EXPECT_EQ(w, 0.0f) << "bh " << bh << " t " << t << " t2 " << t2;
+        }
+        row_sum += w;
+      }
+      EXPECT_NEAR(row_sum, 1.0, kEps32 * 2 * s.T);  // T rounded weights, normalised by a T-term sum
+    }
+}
+
+TEST_P(CpuAttention, BackwardMatchesFiniteDifferences) {
+  const AttentionShape s = shape();
+  const float p = GetParam().p;
+  const int C = s.NH * s.HS;
+  std::vector<float> qkv = random_floats(s.B * s.T * 3 * C, 32, -1.5f, 1.5f);
+  std::vector<float> R = random_floats(s.B * s.T * C, 33);
+  std::vector<float> out(s.B * s.T * C), probs(s.B * s.NH * s.T * s.T);
+  const Shape qkv_shape{s.B, s.T, 3 * C}, out_shape{s.B, s.T, C}, probs_shape{s.B, s.NH, s.T, s.T};
+  backend->attention_forward(f32_view(out, out_shape), f32_view(probs, probs_shape), f32_view(qkv, qkv_shape), s, p,
+                             key);
+  // dqkv is overwritten, dprobs is scratch: NaN in either must not leak into the result
+  std::vector<float> dqkv = nan_filled(qkv.size()), dprobs = nan_filled(probs.size());
+  backend->attention_backward(f32_view(dqkv, qkv_shape), f32_view(dprobs, probs_shape), f32_view(R, out_shape),
+                              f32_view(qkv, qkv_shape), f32_view(probs, probs_shape), s, p, key);
+
+  const std::vector<double> R_d = to_double(R);
+  auto dqkv_fd = central_diff([&](const std::vector<double>& x) { return dot(attention_ref(x, s, p, key), R_d); },
+                              to_double(qkv));
+  expect_rel_close("attention bwd dqkv " + attention_case_name({GetParam(), 0}), dqkv, dqkv_fd, backward_tol());
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CpuAttention,
+    ::testing::Values(AttentionCase{1, 1, 1, 8, false, 0.0f}, AttentionCase{1, 1, 1, 8, true, 0.0f},
+                      AttentionCase{2, 13, 3, 6, false, 0.0f}, AttentionCase{2, 13, 3, 6, true, 0.0f},
+                      AttentionCase{1, 13, 4, 8, false, 0.0f}, AttentionCase{1, 13, 4, 8, true, 0.0f},
+                      AttentionCase{2, 7, 1, 32, false, 0.0f}, AttentionCase{2, 7, 1, 32, true, 0.0f},
+                      AttentionCase{2, 13, 4, 32, false, 0.0f}, AttentionCase{2, 13, 4, 32, true, 0.0f},
+                      // dropout on the weights, the mask fixed by the key
+                      AttentionCase{2, 13, 3, 6, false, 0.25f}, AttentionCase{2, 13, 3, 6, true, 0.25f},
+                      AttentionCase{1, 13, 4, 8, false, 0.5f}, AttentionCase{1, 13, 4, 8, true, 0.1f}),
+    attention_case_name);
+
+// ============================== layernorm ==============================
+
+// inp (N,C) with mean ~2: the statistics must not lose digits to the offset
+struct LayerNormInputs {
+  int N, C;
+  std::vector<float> x, w, b;
+};
+LayerNormInputs layernorm_inputs(int N, int C, uint32_t seed) {
+  LayerNormInputs in{N, C, random_floats(N * C, seed, 0.5f, 3.5f), random_floats(C, seed + 1, 0.5f, 1.5f),
+                     random_floats(C, seed + 2, -0.5f, 0.5f)};
+  return in;
+}
+constexpr float kLnEps = 1e-5f;
+
+TEST_F(CpuOps, LayerNormForwardMatchesDoubleReference) {
+  for (auto [N, C] : {std::array<int, 2>{6, 24}, std::array<int, 2>{3, 64}}) {
+    LayerNormInputs in = layernorm_inputs(N, C, 41);
+    std::vector<float> out = nan_filled(N * C), mean = nan_filled(N), rstd = nan_filled(N);
+    backend->layernorm_forward(f32_view(out, {N, C}), f32_view(mean, {N}), f32_view(rstd, {N}), f32_view(in.x, {N, C}),
+                               f32_view(in.w, {C}), f32_view(in.b, {C}), kLnEps);
+    LayerNormRef ref = layernorm_ref(to_double(in.x), to_double(in.w), to_double(in.b), N, C, kLnEps);
+    // mean and variance are C-term sums; out rounds a few more times on top
+    const std::string shape = " N" + std::to_string(N) + " C" + std::to_string(C);
+    expect_rel_close("layernorm fwd out" + shape, out, ref.out, kEps32 * (C + 4));
+    expect_rel_close("layernorm fwd mean" + shape, mean, ref.mean, kEps32 * C);
+    expect_rel_close("layernorm fwd rstd" + shape, rstd, ref.rstd, kEps32 * (C + 4));
+  }
+}
+
+TEST_F(CpuOps, LayerNormBackwardMatchesFiniteDifferences) {
+  const int N = 6, C = 24;
+  LayerNormInputs in = layernorm_inputs(N, C, 42);
+  std::vector<float> R = random_floats(N * C, 45);
+  std::vector<float> out(N * C), mean(N), rstd(N);
+  backend->layernorm_forward(f32_view(out, {N, C}), f32_view(mean, {N}), f32_view(rstd, {N}), f32_view(in.x, {N, C}),
+                             f32_view(in.w, {C}), f32_view(in.b, {C}), kLnEps);
+  std::vector<float> dx = nan_filled(N * C), dw(C, 0.0f), db(C, 0.0f);
+  backend->layernorm_backward(f32_view(dx, {N, C}), f32_view(dw, {C}), f32_view(db, {C}), f32_view(R, {N, C}),
+                              f32_view(in.x, {N, C}), f32_view(in.w, {C}), f32_view(mean, {N}), f32_view(rstd, {N}));
+
+  const std::vector<double> x_d = to_double(in.x), w_d = to_double(in.w), b_d = to_double(in.b), R_d = to_double(R);
+  auto loss = [&](const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& b) {
+    return dot(layernorm_ref(x, w, b, N, C, kLnEps).out, R_d);
+  };
+  auto dx_fd = central_diff([&](const std::vector<double>& v) { return loss(v, w_d, b_d); }, x_d);
+  auto dw_fd = central_diff([&](const std::vector<double>& v) { return loss(x_d, v, b_d); }, w_d);
+  auto db_fd = central_diff([&](const std::vector<double>& v) { return loss(x_d, w_d, v); }, b_d);
+  // dinp: the forward's statistics (C eps) and two C-term means of the backward (2C eps)
+  expect_rel_close("layernorm bwd dinp", dx, dx_fd, kEps32 * 3 * C);
+  // dweight: N-term sums of dout * xhat, xhat carrying the statistics' C eps
+  expect_rel_close("layernorm bwd dweight", dw, dw_fd, kEps32 * (N + C));
+  expect_rel_close("layernorm bwd dbias", db, db_fd, kEps32 * N);
+
+  // dinp may alias dout: same bits as the separate buffer
+  std::vector<float> alias = R, dw2(C, 0.0f), db2(C, 0.0f);
+  backend->layernorm_backward(f32_view(alias, {N, C}), f32_view(dw2, {C}), f32_view(db2, {C}), f32_view(alias, {N, C}),
+                              f32_view(in.x, {N, C}), f32_view(in.w, {C}), f32_view(mean, {N}), f32_view(rstd, {N}));
+  expect_bitwise_equal("layernorm bwd dinp aliasing dout", alias, dx);
+  expect_bitwise_equal("layernorm bwd dweight (aliased call)", dw2, dw);
+  expect_bitwise_equal("layernorm bwd dbias (aliased call)", db2, db);
+}
+
+TEST_F(CpuOps, LayerNormBackwardAccumulatesParamsAndOverwritesInput) {
+  const int N = 5, C = 16;
+  LayerNormInputs in = layernorm_inputs(N, C, 46);
+  std::vector<float> R = random_floats(N * C, 49), out(N * C), mean(N), rstd(N);
+  backend->layernorm_forward(f32_view(out, {N, C}), f32_view(mean, {N}), f32_view(rstd, {N}), f32_view(in.x, {N, C}),
+                             f32_view(in.w, {C}), f32_view(in.b, {C}), kLnEps);
+  std::vector<float> dx = nan_filled(N * C), dw(C, 0.0f), db(C, 0.0f);
+  auto run = [&] {
+    backend->layernorm_backward(f32_view(dx, {N, C}), f32_view(dw, {C}), f32_view(db, {C}), f32_view(R, {N, C}),
+                                f32_view(in.x, {N, C}), f32_view(in.w, {C}), f32_view(mean, {N}), f32_view(rstd, {N}));
+  };
+  run();
+  std::vector<float> dx_once = dx, dw_twice = dw, db_twice = db;
+  for (float& g : dw_twice) g *= 2.0f;
+  for (float& g : db_twice) g *= 2.0f;
+  run();
+  expect_bitwise_equal("layernorm dweight after two calls", dw, dw_twice);
+  expect_bitwise_equal("layernorm dbias after two calls", db, db_twice);
+  expect_bitwise_equal("layernorm dinp after two calls (overwritten)", dx, dx_once);
+}
+
+// ============================== activations ==============================
+
+// n values in [-6,6] kept at least `gap` away from 0 (ReLU's kink)
+std::vector<float> activation_inputs(size_t n, uint32_t seed, float gap) {
+  std::vector<float> x = random_floats(n, seed, -6.0f, 6.0f);
+  for (float& v : x)
+    if (std::fabs(v) < gap) v = v < 0 ? v - gap : v + gap;
+  return x;
+}
+
+TEST_F(CpuOps, ReluForwardIsExact) {
+  std::vector<float> x = activation_inputs(1000, 51, 0.0f), y = nan_filled(1000);
+  x[0] = 0.0f;
+  x[1] = -0.0f;
+  backend->activation_forward(f32_view(y, {1000}), f32_view(x, {1000}), Activation::Relu);
+  std::vector<double> ref(1000);
+  for (int i = 0; i < 1000; ++i) ref[i] = std::max(0.0, static_cast<double>(x[i]));
+  expect_rel_close("relu fwd", y, ref, 0.0);  // a selection, no rounding
+}
+
+TEST_F(CpuOps, GeluForwardMatchesDoubleErf) {
+  const int n = 2001;
+  std::vector<float> x(n), y = nan_filled(n);
+  for (int i = 0; i < n; ++i) x[i] = -8.0f + 16.0f * i / (n - 1);  // covers both tails and 0
+  backend->activation_forward(f32_view(y, {n}), f32_view(x, {n}), Activation::Gelu);
+  // 0.5 x (1 + erf(x/sqrt2)) in fp32: erff is good to ~1 ulp, and 1 + erf and the two
+  // products round once each, so the error is a few eps of |x| (not of |gelu(x)|: for
+  // x << 0, 1 + erf cancels and the relative error of the tiny result grows).
+  double worst = 0.0;
+  for (int i = 0; i < n; ++i) {
+    const double err = std::fabs(y[i] - gelu_ref(x[i]));
+    const double bound = 4.0 * kEps32 * std::fabs(x[i]);
+    worst = std::max(worst, err / std::max(std::fabs(static_cast<double>(x[i])), 1e-30));
+    EXPECT_LE(err, bound) << "x = " << x[i] << " gelu = " << y[i] << " want " << gelu_ref(x[i]);
+  }
+  std::printf("[ rel err  ] %-40s %.3e  (tol %.1e)\n", "gelu fwd, |err| / |x|", worst, 4.0 * kEps32);
+}
+
+TEST_F(CpuOps, ActivationBackwardMatchesFiniteDifferences) {
+  const int n = 600;
+  // ReLU inputs at least 0.05 from 0, far outside the FD step of 1e-6
+  std::vector<float> x = activation_inputs(n, 52, 0.05f), R = random_floats(n, 53);
+  const std::vector<double> x_d = to_double(x), R_d = to_double(R);
+
+  for (Activation act : {Activation::Relu, Activation::Gelu}) {
+    const bool relu = act == Activation::Relu;
+    const char* name = relu ? "relu" : "gelu";
+    std::vector<float> dx = nan_filled(n);
+    backend->activation_backward(f32_view(dx, {n}), f32_view(R, {n}), f32_view(x, {n}), act);
+    auto dx_fd = central_diff(
+        [&](const std::vector<double>& v) {
+          double L = 0.0;
+          for (int i = 0; i < n; ++i) L += (relu ? std::max(0.0, v[i]) : gelu_ref(v[i])) * R_d[i];
+          return L;
+        },
+        x_d);
+    // Elementwise, no reduction: GELU's erff, expf and a handful of roundings. ReLU's
+    // backward is a selection, checked exactly below; against FD it shows only the double
+    // noise of the FD itself (~1e-16 sum|L terms| / h, a few 1e-9 here).
+    expect_rel_close(std::string(name) + " bwd dinp", dx, dx_fd, 8 * kEps32);
+    if (relu) {
+      for (int i = 0; i < n; ++i) EXPECT_EQ(dx[i], x[i] > 0 ? R[i] : 0.0f) << i;  // a selection: exact
+    }
+
+    // dinp may alias dout
+    std::vector<float> alias = R;
+    backend->activation_backward(f32_view(alias, {n}), f32_view(alias, {n}), f32_view(x, {n}), act);
+    expect_bitwise_equal(std::string(name) + " bwd dinp aliasing dout", alias, dx);
+  }
+}
+
+// ============================== residual ==============================
+
+TEST_F(CpuOps, ResidualForwardIsOneRoundingAndMayAlias) {
+  const int n = 1003;
+  std::vector<float> a = random_floats(n, 61, -10.0f, 10.0f), b = random_floats(n, 62, -1e-3f, 1e-3f);
+  std::vector<float> out = nan_filled(n);
+  backend->residual_forward(f32_view(out, {n}), f32_view(a, {n}), f32_view(b, {n}));
+  std::vector<double> ref(n);
+  for (int i = 0; i < n; ++i) ref[i] = static_cast<double>(a[i]) + b[i];
+  expect_rel_close("residual fwd", out, ref, kEps32);  // one rounding of the sum
+  // fp32 addition is correctly rounded: exactly a + b computed here
+  std::vector<float> sum(n);
+  for (int i = 0; i < n; ++i) sum[i] = a[i] + b[i];
+  expect_bitwise_equal("residual fwd vs fp32 a + b", out, sum);
+
+  std::vector<float> a2 = a, b2 = b;
+  backend->residual_forward(f32_view(a2, {n}), f32_view(a2, {n}), f32_view(b, {n}));
+  expect_bitwise_equal("residual fwd, out aliasing a", a2, sum);
+  backend->residual_forward(f32_view(b2, {n}), f32_view(a, {n}), f32_view(b2, {n}));
+  expect_bitwise_equal("residual fwd, out aliasing b", b2, sum);
+}
+
+// ============================== cross-entropy ==============================
+
+struct CrossEntropyInputs {
+  int N, V;
+  std::vector<float> logits;
+  std::vector<int32_t> targets;
+};
+CrossEntropyInputs cross_entropy_inputs(int N, int V, uint32_t seed, float offset = 0.0f) {
+  return {N, V, random_floats(N * V, seed, offset - 4.0f, offset + 4.0f), random_ints(N, seed + 1, 0, V)};
+}
+// The V-term sum of exps carries up to ~V eps relative error, i.e. V eps absolute in its log;
+// exp(z - max) is off by ~eps |z - max| relatively, and the final "+ max - z[target]" rounds
+// at the magnitude of the logits.
+double cross_entropy_tol(const CrossEntropyInputs& in) {
+  double zmax = 0.0;
+  for (float z : in.logits) zmax = std::max(zmax, std::fabs(static_cast<double>(z)));
+  return kEps32 * (in.V + 2.0 * zmax);
+}
+
+TEST_F(CpuOps, CrossEntropyMatchesDoubleReference) {
+  struct Case {
+    int N, V;
+    float offset, dloss_scale;
+  };
+  // offset 100: exp would overflow without the max subtraction; scale 0.37: not a power of 2
+  for (Case c : {Case{7, 19, 0.0f, 1.0f}, Case{16, 257, 0.0f, 1.0f}, Case{5, 19, 100.0f, 1.0f},
+                 Case{7, 19, 0.0f, 0.37f}, Case{7, 19, 0.0f, 1024.0f}}) {
+    CrossEntropyInputs in = cross_entropy_inputs(c.N, c.V, 71, c.offset);
+    const int N = c.N, V = c.V;
+    std::vector<float> losses = nan_filled(N), dlogits = nan_filled(N * V);
+    backend->cross_entropy_forward_backward(f32_view(losses, {N}), f32_view(dlogits, {N, V}),
+                                            f32_view(in.logits, {N, V}), i32_view(in.targets, {N}), c.dloss_scale);
+    const std::vector<double> z = to_double(in.logits);
+    char label[96];
+    std::snprintf(label, sizeof label, "N%d V%d offset %g scale %g", N, V, c.offset, c.dloss_scale);
+    expect_abs_close(std::string("cross-entropy losses ") + label, losses, cross_entropy_ref(z, in.targets, N, V),
+                     cross_entropy_tol(in));
+    expect_rel_close(std::string("cross-entropy dlogits ") + label, dlogits,
+                     cross_entropy_grad_ref(z, in.targets, N, V, c.dloss_scale), cross_entropy_tol(in));
+
+    // without dlogits only the losses are written, with the same bits
+    std::vector<float> losses2 = nan_filled(N);
+    backend->cross_entropy_forward_backward(f32_view(losses2, {N}), null_f32(), f32_view(in.logits, {N, V}),
+                                            i32_view(in.targets, {N}), c.dloss_scale);
+    expect_bitwise_equal(std::string("cross-entropy losses without dlogits ") + label, losses2, losses);
+
+    // dlogits may alias logits
+    std::vector<float> alias = in.logits, losses3 = nan_filled(N);
+    backend->cross_entropy_forward_backward(f32_view(losses3, {N}), f32_view(alias, {N, V}), f32_view(alias, {N, V}),
+                                            i32_view(in.targets, {N}), c.dloss_scale);
+    expect_bitwise_equal(std::string("cross-entropy dlogits aliasing logits ") + label, alias, dlogits);
+    expect_bitwise_equal(std::string("cross-entropy losses, aliased call ") + label, losses3, losses);
+  }
+}
+
+TEST_F(CpuOps, CrossEntropyLossScaleByPowerOfTwoIsExact) {
+  CrossEntropyInputs in = cross_entropy_inputs(7, 19, 72);
+  std::vector<float> losses(7), d1(7 * 19), d1024(7 * 19);
+  backend->cross_entropy_forward_backward(f32_view(losses, {7}), f32_view(d1, {7, 19}), f32_view(in.logits, {7, 19}),
+                                          i32_view(in.targets, {7}), 1.0f);
+  backend->cross_entropy_forward_backward(f32_view(losses, {7}), f32_view(d1024, {7, 19}),
+                                          f32_view(in.logits, {7, 19}), i32_view(in.targets, {7}), 1024.0f);
+  for (float& g : d1) g *= 1024.0f;  // scaling by 2^10 commutes with every rounding
+  expect_bitwise_equal("cross-entropy dlogits at scale 1024", d1024, d1);
+}
+
+TEST_F(CpuOps, CrossEntropyGradientMatchesFiniteDifferencesOfMeanLoss) {
+  for (float dloss_scale : {1.0f, 0.37f}) {
+    CrossEntropyInputs in = cross_entropy_inputs(7, 19, 73);
+    const int N = in.N, V = in.V;
+    std::vector<float> losses(N), dlogits = nan_filled(N * V);
+    backend->cross_entropy_forward_backward(f32_view(losses, {N}), f32_view(dlogits, {N, V}),
+                                            f32_view(in.logits, {N, V}), i32_view(in.targets, {N}), dloss_scale);
+    // dlogits is the gradient of dloss_scale * mean_n loss_n
+    auto dz_fd = central_diff(
+        [&](const std::vector<double>& z) {
+          double mean = 0.0;
+          for (double l : cross_entropy_ref(z, in.targets, N, V)) mean += l;
+          return dloss_scale * mean / N;
+        },
+        to_double(in.logits));
+    expect_rel_close("cross-entropy dlogits vs FD, scale " + std::to_string(dloss_scale), dlogits, dz_fd,
+                     cross_entropy_tol(in));
+  }
+}
+
+}  // namespace
+}  // namespace tt

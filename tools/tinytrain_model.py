@@ -1,0 +1,114 @@
+#!/usr/bin/env python3
+"""The tinytrain model family in PyTorch, shared by the reference generator and examples.
+
+TinyTransformer = nn.Embedding (+ learned positional nn.Embedding) -> PyTorch's own
+nn.TransformerEncoder (batch_first, relu|gelu, post- or pre-norm, optional causal mask)
+-> nn.Linear head. Its state_dict names are the engine's parameter names (docs: DESIGN.md,
+"The model family"), so a state_dict round-trips through safetensors unchanged.
+
+Also: SEED_CONFIG (the seed workload's architecture), validate_config() and
+build_model(config). Run with Debian's /usr/bin/python3 (PyTorch 1.13).
+"""
+import torch
+import torch.nn as nn
+
+# The seed workload: nn.TransformerEncoderLayer(d_model=128, nhead=4, batch_first=True)
+# with every other argument at PyTorch's default (dim_feedforward 2048, dropout 0.1, relu,
+# post-norm, eps 1e-5). References override dropout to 0.
+SEED_CONFIG = {
+    "vocab_size": 512,
+    "d_model": 128,
+    "n_head": 4,
+    "n_layer": 2,
+    "d_ff": 2048,
+    "activation": "relu",
+    "norm_first": False,
+    "causal": False,
+    "pos_embedding": "none",
+    "max_seq_len": 64,
+    "layer_norm_eps": 1e-5,
+    "dropout": 0.1,
+}
+
+CONFIG_KEYS = tuple(SEED_CONFIG.keys())
+
+
+def validate_config(cfg):
+    """Return None if cfg describes a model of the family, else a one-line reason."""
+    missing = [k for k in CONFIG_KEYS if k not in cfg]
+    if missing:
+        return "config is missing " + ", ".join(missing)
+    for k in ("vocab_size", "d_model", "n_head", "n_layer", "d_ff", "max_seq_len"):
+        if not isinstance(cfg[k], int) or isinstance(cfg[k], bool) or cfg[k] < 1:
+            return f"{k} must be a positive integer, got {cfg[k]!r}"
+    if cfg["d_model"] % cfg["n_head"] != 0:
+        return f"d_model {cfg['d_model']} is not divisible by n_head {cfg['n_head']}"
+    if cfg["activation"] not in ("relu", "gelu"):
+        return f"activation must be relu or gelu, got {cfg['activation']!r}"
+    if cfg["pos_embedding"] not in ("none", "learned"):
+        return f"pos_embedding must be none or learned, got {cfg['pos_embedding']!r}"
+    for k in ("norm_first", "causal"):
+        if not isinstance(cfg[k], bool):
+            return f"{k} must be a boolean, got {cfg[k]!r}"
+    if not (cfg["layer_norm_eps"] > 0):
+        return f"layer_norm_eps must be > 0, got {cfg['layer_norm_eps']!r}"
+    if not (0.0 <= cfg["dropout"] < 1.0):
+        return f"dropout must be in [0, 1), got {cfg['dropout']!r}"
+    return None
+
+
+def causal_mask(seq, dtype, device=None):
+    """(T,T) additive mask: 0 on and below the diagonal, -inf above (future positions).
+
+    Same as nn.Transformer.generate_square_subsequent_mask. It must be a float mask of the
+    activations' dtype: MultiheadAttention adds it with baddbmm, which needs equal dtypes.
+    """
+    return torch.triu(torch.full((seq, seq), float("-inf"), dtype=dtype, device=device),
+                      diagonal=1)
+
+
+class TinyTransformer(nn.Module):
+    """Embedding (+ positions) -> nn.TransformerEncoder -> Linear head; (B,T) int64 -> (B,T,V)."""
+
+    def __init__(self, vocab_size, d_model, n_head, n_layer, d_ff, activation="relu",
+                 norm_first=False, causal=False, pos_embedding="none", max_seq_len=64,
+                 layer_norm_eps=1e-5, dropout=0.1):
+        super().__init__()
+        self.causal = causal
+        self.max_seq_len = max_seq_len
+        # Attribute order fixes the state_dict order (and with it the RNG draws of the
+        # initialisation): embed, pos_embed, encoder.layers.*, encoder.norm, lm_head.
+        self.embed = nn.Embedding(vocab_size, d_model)
+        self.pos_embed = nn.Embedding(max_seq_len, d_model) if pos_embedding == "learned" else None
+        layer = nn.TransformerEncoderLayer(
+            d_model, n_head, dim_feedforward=d_ff, dropout=dropout,
+            activation=activation,  # "gelu" is F.gelu, the exact erf form
+            layer_norm_eps=layer_norm_eps, batch_first=True, norm_first=norm_first)
+        # Pre-norm leaves the residual stream un-normalised, hence the final LayerNorm.
+        final_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else None
+        # enable_nested_tensor only matters for the inference fast path with a padding
+        # mask; we never use it, so turn it off to keep the one code path we mirror.
+        # Note: TransformerEncoder deep-copies `layer`, so every layer starts identical.
+        self.encoder = nn.TransformerEncoder(layer, n_layer, norm=final_norm,
+                                             enable_nested_tensor=False)
+        self.lm_head = nn.Linear(d_model, vocab_size)
+
+    def forward(self, x):
+        # x (B,T) int64 -> logits (B,T,V)
+        seq = x.shape[1]
+        if seq > self.max_seq_len:
+            raise ValueError(f"sequence length {seq} exceeds max_seq_len {self.max_seq_len}")
+        h = self.embed(x)
+        if self.pos_embed is not None:
+            h = h + self.pos_embed(torch.arange(seq, device=x.device))
+        mask = causal_mask(seq, h.dtype, h.device) if self.causal else None
+        h = self.encoder(h, mask=mask)
+        return self.lm_head(h)
+
+
+def build_model(cfg):
+    """TinyTransformer from a config dict with the keys of SEED_CONFIG (validated)."""
+    err = validate_config(cfg)
+    if err:
+        raise ValueError(err)
+    return TinyTransformer(**{k: cfg[k] for k in CONFIG_KEYS})
