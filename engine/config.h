@@ -36,13 +36,8 @@ struct ModelConfig {
   void validate() const;  // throws InputError naming the field
 };
 
-// torch.optim.AdamW hyper-parameters (PyTorch's defaults), in double like Python floats.
-struct AdamWConfig {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 0.01;
+// torch.optim.AdamW hyper-parameters (kernels/common/adamw_update.h), validated.
+struct AdamWConfig : AdamWHyper {
   void validate() const;
 };
 

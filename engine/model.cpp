@@ -94,8 +94,8 @@ Model::Model(Backend& backend, const ModelConfig& config, int B, int T)
   d_h_ = a("d_h");
 }
 
-DropoutKey Model::key(const DropoutContext& ctx, int layer, DropoutSite site) const {
-  return DropoutKey{ctx.seed, ctx.step, static_cast<uint32_t>(layer), site};
+DropoutMask Model::dropout(const DropoutContext& ctx, int layer, DropoutSite site) const {
+  return DropoutMask{config_.dropout, ctx.seed, ctx.step, static_cast<uint32_t>(layer), site};
 }
 
 AttentionShape Model::attention_shape() const {
@@ -122,7 +122,7 @@ void Model::forward(Tensor tokens, const DropoutContext& ctx) {
 void Model::layer_forward(int l, const DropoutContext& ctx) {
   const LayerParams& w = p_.layers[l];
   LayerActs& a = layers_[l];
-  const float p = config_.dropout, eps = config_.layer_norm_eps;
+  const float eps = config_.layer_norm_eps;
   const Tensor x = layer_input(l);
   Tensor branch = d_scratch1_;  // attention / FFN branch output before its residual add (not saved)
 
@@ -133,9 +133,9 @@ void Model::layer_forward(int l, const DropoutContext& ctx) {
     sa_in = a.ln1;
   }
   backend_.linear_forward(a.qkv, sa_in, w.in_proj_weight, w.in_proj_bias);
-  backend_.attention_forward(a.att, a.probs, a.qkv, attention_shape(), p, key(ctx, l, DropoutSite::AttentionWeights));
+  backend_.attention_forward(a.att, a.probs, a.qkv, attention_shape(), dropout(ctx, l, DropoutSite::AttentionWeights));
   backend_.linear_forward(branch, a.att, w.out_proj_weight, w.out_proj_bias);
-  backend_.dropout_forward(branch, branch, p, key(ctx, l, DropoutSite::AttentionOutput));
+  backend_.dropout_forward(branch, branch, dropout(ctx, l, DropoutSite::AttentionOutput));
   backend_.residual_forward(a.res1, x, branch);
 
   // feed-forward block
@@ -151,9 +151,9 @@ void Model::layer_forward(int l, const DropoutContext& ctx) {
   }
   backend_.linear_forward(a.h_pre, ff_in, w.linear1_weight, w.linear1_bias);
   backend_.activation_forward(a.h, a.h_pre, config_.activation);
-  backend_.dropout_forward(a.h, a.h, p, key(ctx, l, DropoutSite::FfnHidden));
+  backend_.dropout_forward(a.h, a.h, dropout(ctx, l, DropoutSite::FfnHidden));
   backend_.linear_forward(branch, a.h, w.linear2_weight, w.linear2_bias);
-  backend_.dropout_forward(branch, branch, p, key(ctx, l, DropoutSite::FfnOutput));
+  backend_.dropout_forward(branch, branch, dropout(ctx, l, DropoutSite::FfnOutput));
   backend_.residual_forward(a.res2, ff_residual, branch);
   if (!config_.norm_first)
     backend_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.norm2_weight, w.norm2_bias, eps);
@@ -177,7 +177,6 @@ void Model::layer_backward(int l, Tensor d, const DropoutContext& ctx) {
   const LayerParams& w = p_.layers[l];
   const LayerParams& g = g_.layers[l];
   const LayerActs& a = layers_[l];
-  const float p = config_.dropout;
   const Tensor x = layer_input(l);
   Tensor s1 = d_scratch1_, s2 = d_scratch2_, s3 = d_scratch3_;
 
@@ -187,9 +186,9 @@ void Model::layer_backward(int l, Tensor d, const DropoutContext& ctx) {
     backend_.layernorm_backward(s1, g.norm2_weight, g.norm2_bias, d, a.res2, w.norm2_weight, a.ln2_mean, a.ln2_rstd);
     d_res2 = s1;
   }
-  backend_.dropout_backward(s2, d_res2, p, key(ctx, l, DropoutSite::FfnOutput));
+  backend_.dropout_backward(s2, d_res2, dropout(ctx, l, DropoutSite::FfnOutput));
   backend_.linear_backward(d_h_, g.linear2_weight, g.linear2_bias, s2, a.h, w.linear2_weight);
-  backend_.dropout_backward(d_h_, d_h_, p, key(ctx, l, DropoutSite::FfnHidden));
+  backend_.dropout_backward(d_h_, d_h_, dropout(ctx, l, DropoutSite::FfnHidden));
   backend_.activation_backward(d_h_, d_h_, a.h_pre, config_.activation);
   const Tensor ff_in = config_.norm_first ? a.ln2 : a.ln1;
   backend_.linear_backward(s2, g.linear1_weight, g.linear1_bias, d_h_, ff_in, w.linear1_weight);  // s2 = d ff_in
@@ -207,10 +206,10 @@ void Model::layer_backward(int l, Tensor d, const DropoutContext& ctx) {
   }
 
   // self-attention block
-  backend_.dropout_backward(s1, d_res1, p, key(ctx, l, DropoutSite::AttentionOutput));
+  backend_.dropout_backward(s1, d_res1, dropout(ctx, l, DropoutSite::AttentionOutput));
   backend_.linear_backward(s3, g.out_proj_weight, g.out_proj_bias, s1, a.att, w.out_proj_weight);
-  backend_.attention_backward(d_qkv_, d_probs_, s3, a.qkv, a.probs, attention_shape(), p,
-                              key(ctx, l, DropoutSite::AttentionWeights));
+  backend_.attention_backward(d_qkv_, d_probs_, s3, a.qkv, a.probs, attention_shape(),
+                              dropout(ctx, l, DropoutSite::AttentionWeights));
   const Tensor sa_in = config_.norm_first ? a.ln1 : x;
   backend_.linear_backward(s1, g.in_proj_weight, g.in_proj_bias, d_qkv_, sa_in, w.in_proj_weight);  // s1 = d sa_in
   if (config_.norm_first) {

@@ -15,7 +15,7 @@ namespace tt {
 // What the dropout masks of one forward/backward depend on besides layer and site.
 struct DropoutContext {
   uint64_t seed;
-  uint32_t step;
+  const uint32_t* step;  // the training step, in backend memory (see DropoutMask)
 };
 
 class Model {
@@ -55,7 +55,7 @@ class Model {
   Tensor head_input() const;         // (N,C) what lm_head reads
   void layer_forward(int l, const DropoutContext& ctx);
   void layer_backward(int l, Tensor dout, const DropoutContext& ctx);  // dout (N,C) in, d(layer input) out
-  DropoutKey key(const DropoutContext& ctx, int layer, DropoutSite site) const;
+  DropoutMask dropout(const DropoutContext& ctx, int layer, DropoutSite site) const;
   AttentionShape attention_shape() const;
 
   Backend& backend_;

@@ -13,10 +13,11 @@ namespace tt {
 
 namespace {
 
-ArenaPlan plan_tokens(int B, int T) {
+ArenaPlan plan_batch(int B, int T) {
   ArenaPlan plan;
   plan.add("x", DType::I32, {B, T});
   plan.add("y", DType::I32, {B, T});
+  plan.add("step", DType::I32, {1});
   return plan;
 }
 
@@ -27,7 +28,7 @@ Trainer::Trainer(Backend& backend, const ModelConfig& model, const AdamWConfig& 
     : backend_(backend),
       model_(backend, model, B, T),
       optimizer_(backend, optimizer, model_.layout().total()),
-      tokens_(backend, plan_tokens(B, T)),
+      batch_(backend, plan_batch(B, T)),
       seed_(seed),
       B_(B),
       T_(T) {}
@@ -36,22 +37,26 @@ void Trainer::load_params(const float* host) {
   backend_.copy_to_device(model_.params().data, host, model_.params().bytes());
 }
 
-void Trainer::load_batch(const int32_t* x, const int32_t* y) {
+void Trainer::load_batch(const int32_t* x, const int32_t* y, uint32_t step) {
   const int64_t n = static_cast<int64_t>(B_) * T_;
   const int vocab = model_.config().vocab_size;
   check_token_ids(x, n, vocab, "input batch");
   check_token_ids(y, n, vocab, "target batch");
-  backend_.copy_to_device(tokens_.get("x").data, x, n * sizeof(int32_t));
-  backend_.copy_to_device(tokens_.get("y").data, y, n * sizeof(int32_t));
+  backend_.copy_to_device(batch_.get("x").data, x, n * sizeof(int32_t));
+  backend_.copy_to_device(batch_.get("y").data, y, n * sizeof(int32_t));
+  backend_.copy_to_device(batch_.get("step").data, &step, sizeof(step));
 }
 
-void Trainer::forward(uint32_t step) { model_.forward(tokens_.get("x"), DropoutContext{seed_, step}); }
+DropoutContext Trainer::dropout_context() const {
+  return DropoutContext{seed_, static_cast<const uint32_t*>(batch_.get("step").data)};
+}
 
-void Trainer::forward_backward(uint32_t step) {
-  const DropoutContext ctx{seed_, step};
+void Trainer::forward() { model_.forward(batch_.get("x"), dropout_context()); }
+
+void Trainer::forward_backward() {
   backend_.fill_zero(model_.grads());
-  model_.forward(tokens_.get("x"), ctx);
-  model_.backward(tokens_.get("x"), tokens_.get("y"), 1.0f, ctx);
+  model_.forward(batch_.get("x"), dropout_context());
+  model_.backward(batch_.get("x"), batch_.get("y"), 1.0f, dropout_context());
 }
 
 void Trainer::optimizer_step() { optimizer_.step(model_.params(), model_.grads()); }
@@ -80,8 +85,8 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
       timed_start = Clock::now();
     }
     random_batch(o.run.seed, static_cast<uint32_t>(step), B, T, o.model.vocab_size, x.data(), y.data());
-    trainer.load_batch(x.data(), y.data());
-    trainer.forward_backward(static_cast<uint32_t>(step));
+    trainer.load_batch(x.data(), y.data(), static_cast<uint32_t>(step));
+    trainer.forward_backward();
     if (step % o.log_every == 0) {
       const double loss = trainer.read_loss();
       if (!std::isfinite(loss))

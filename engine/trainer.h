@@ -17,25 +17,28 @@ class Trainer {
 
   Model& model() { return model_; }
   AdamW& optimizer() { return optimizer_; }
-  size_t bytes() const { return model_.bytes() + optimizer_.bytes() + tokens_.bytes(); }
+  size_t bytes() const { return model_.bytes() + optimizer_.bytes() + batch_.bytes(); }
 
   // Host parameters in ParamLayout order -> the backend's parameter buffer.
   void load_params(const float* host);
-  // x, y (B*T each) host token ids: checked against the vocabulary, then copied in.
-  void load_batch(const int32_t* x, const int32_t* y);
+  // x, y (B*T each) host token ids, checked against the vocabulary, and the training step
+  // whose dropout masks the next passes use: copied in together.
+  void load_batch(const int32_t* x, const int32_t* y, uint32_t step);
   // Forward only, on the loaded batch: fills model().logits().
-  void forward(uint32_t step);
-  // Zeroes the gradients, then forward and backward for training step `step` (its dropout masks).
-  void forward_backward(uint32_t step);
+  void forward();
+  // Zeroes the gradients, then forward and backward on the loaded batch.
+  void forward_backward();
   void optimizer_step();
   // Mean cross-entropy of the last forward_backward; waits for the backend.
   double read_loss();
 
  private:
+  DropoutContext dropout_context() const;
+
   Backend& backend_;
   Model model_;
   AdamW optimizer_;
-  Arena tokens_;  // x (B,T) and y (B,T) int32
+  Arena batch_;  // x (B,T) and y (B,T) int32 token ids, step (1): the training step
   uint64_t seed_;
   int B_, T_;
 };

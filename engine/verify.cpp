@@ -161,13 +161,13 @@ bool run_verify(Backend& backend, const std::string& path, std::ostream& out) {
   trainer.load_params(params0.data());
   for (int s = 0; s < S; ++s) {
     const size_t batch_offset = static_cast<size_t>(s) * B * T;
-    trainer.load_batch(x.data() + batch_offset, y.data() + batch_offset);
+    trainer.load_batch(x.data() + batch_offset, y.data() + batch_offset, static_cast<uint32_t>(s));
     if (s == 0) {  // logits before the fused loss backward overwrites them with dlogits
-      trainer.forward(0);
+      trainer.forward();
       download(model.logits(), host);
       report.compare("logits0", host.data(), logits0.data(), logits0.size(), [](size_t) { return 1e-4; });
     }
-    trainer.forward_backward(static_cast<uint32_t>(s));
+    trainer.forward_backward();
     const float loss = static_cast<float>(trainer.read_loss());
     report.compare("loss[" + std::to_string(s) + "]", &loss, &losses[s], 1, [](size_t) { return 1e-4; });
     if (s == 0) {

@@ -53,12 +53,12 @@ class Backend {
 
   // ---- multi-head attention core (between in_proj and out_proj) ----
   // qkv (B,T,3C) packed [q|k|v] -> out (B,T,C) heads merged; probs (B,NH,T,T) softmax weights
-  // kept before dropout; dropout on the weights with mask `key` when p > 0.
-  virtual void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s, float p,
-                                 const DropoutKey& key) = 0;
+  // kept before dropout; dropout on the weights (element index in (B,NH,T,T) order).
+  virtual void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
+                                 const DropoutMask& dropout) = 0;
   // dout (B,T,C) -> dqkv (B,T,3C); dprobs (B,NH,T,T) is scratch
   virtual void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs,
-                                  const AttentionShape& s, float p, const DropoutKey& key) = 0;
+                                  const AttentionShape& s, const DropoutMask& dropout) = 0;
 
   // ---- layernorm over the last dim C ----
   // inp (N,C), weight (C), bias (C) -> out (N,C), mean (N), rstd (N)
@@ -74,9 +74,9 @@ class Backend {
   // dout (n), inp (n) the pre-activation -> dinp (n); dinp may alias dout
   virtual void activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) = 0;
   // inp (n) -> out (n), may alias; identity when p == 0
-  virtual void dropout_forward(Tensor out, Tensor inp, float p, const DropoutKey& key) = 0;
+  virtual void dropout_forward(Tensor out, Tensor inp, const DropoutMask& dropout) = 0;
   // dout (n) -> dinp (n), may alias; the same mask as the forward
-  virtual void dropout_backward(Tensor dinp, Tensor dout, float p, const DropoutKey& key) = 0;
+  virtual void dropout_backward(Tensor dinp, Tensor dout, const DropoutMask& dropout) = 0;
   // a (n), b (n) -> out (n) = a + b, out may alias a or b
   virtual void residual_forward(Tensor out, Tensor a, Tensor b) = 0;
   // residual backward is a copy of the gradient to both inputs: the engine reuses views.
@@ -89,9 +89,11 @@ class Backend {
                                               float dloss_scale) = 0;
 
   // ---- optimizer: one AdamW update over flat buffers ----
-  // params (n), grads (n), exp_avg (n), exp_avg_sq (n)
-  virtual void adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq,
-                          const AdamWStepScalars& s) = 0;
+  // params (n), grads (n), exp_avg (n), exp_avg_sq (n); step_count (1) int32 in backend memory
+  // holds the steps taken: the update is step t = step_count + 1, and step_count becomes t.
+  // Keeping the count on the backend lets one captured CUDA graph serve every step.
+  virtual void adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
+                          const AdamWHyper& hyper) = 0;
 };
 
 }  // namespace tt

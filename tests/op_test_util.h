@@ -13,6 +13,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <deque>
 #include <vector>
 
 #include "engine/tensor.h"
@@ -34,6 +35,15 @@ inline Tensor i32_view(std::vector<int32_t>& v, Shape shape) {
 }
 // An absent optional tensor (bias, wpe, dinp, dlogits): null data.
 inline Tensor null_f32() { return Tensor{nullptr, DType::F32, Shape{}}; }
+
+// An op-level DropoutMask for `key`: ops read the step through a pointer (into backend memory;
+// here host memory, which is the CPU backend's), so the step is kept in storage that outlives
+// the call (a deque never moves its elements).
+inline DropoutMask mask_of(const DropoutKey& key, float p) {
+  static std::deque<uint32_t> steps;
+  steps.push_back(key.step);
+  return DropoutMask{p, key.seed, &steps.back(), key.layer, key.site};
+}
 
 // ---- seeded random fills (std::mt19937, fixed seeds: every run sees the same numbers) ----
 inline std::vector<float> random_floats(size_t n, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {

@@ -15,7 +15,6 @@
 
 #include "kernels/common/adamw_update.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "optim/adamw.h"
 #include "tests/op_test_util.h"
 
 namespace tt {
@@ -23,6 +22,7 @@ namespace {
 
 using test::expect_bitwise_equal;
 using test::f32_view;
+using test::i32_view;
 using test::kEps32;
 using test::random_floats;
 
@@ -35,15 +35,27 @@ const Hyper kTorchDefaults{"torch defaults", 1e-3, 0.9, 0.999, 1e-8, 1e-2};
 const Hyper kLargeLrAndDecay{"lr 0.5 wd 0.5", 0.5, 0.9, 0.999, 1e-8, 0.5};
 const Hyper kOtherBetas{"betas 0.8/0.95 eps 1e-6", 3e-2, 0.8, 0.95, 1e-6, 0.1};
 
-// The step-t scalars exactly as the optimizer builds them.
-AdamWStepScalars scalars(const Hyper& h, int t) {
-  AdamWConfig c;
+AdamWHyper hyper(const Hyper& h) {
+  AdamWHyper c;
   c.lr = h.lr;
   c.beta1 = h.beta1;
   c.beta2 = h.beta2;
   c.eps = h.eps;
   c.weight_decay = h.weight_decay;
-  return adamw_step_scalars(c, t);
+  return c;
+}
+
+// The step-t scalars exactly as the backends build them.
+AdamWStepScalars scalars(const Hyper& h, int t) { return adamw_step_scalars(hyper(h), t); }
+
+// CpuBackend::adamw_step for step t: the step count it reads holds the t - 1 steps taken.
+void backend_step(Backend& backend, std::vector<float>& p, std::vector<float>& g, std::vector<float>& m,
+                  std::vector<float>& v, const Hyper& h, int t) {
+  std::vector<int32_t> step_count{t - 1};
+  const Shape n{static_cast<int64_t>(p.size())};
+  backend.adamw_step(f32_view(p, n), f32_view(g, n), f32_view(m, n), f32_view(v, n), i32_view(step_count, {1}),
+                     hyper(h));
+  ASSERT_EQ(step_count[0], t) << "adamw_step advances the step count";
 }
 
 // torch.optim.AdamW in double, with an error budget for what fp32 arithmetic may add.
@@ -99,7 +111,7 @@ void check_five_steps(const Hyper& h, Update update) {
   AdamWReference ref(p);
   for (int t = 1; t <= 5; ++t) {
     const std::vector<float> g = gradients(kN, t);
-    update(p, g, m, v, scalars(h, t));
+    update(p, g, m, v, h, t);
     ref.step(g, h);
     double worst_p = 0.0, worst_m = 0.0, worst_v = 0.0;  // error over tolerance, for the log
     for (size_t i = 0; i < kN; ++i) {
@@ -120,17 +132,18 @@ void header_update(std::vector<float>& p, const std::vector<float>& g, std::vect
 }
 
 TEST(AdamWUpdate, FiveStepsMatchTorchFormulaInDouble) {
-  for (const Hyper& h : {kTorchDefaults, kLargeLrAndDecay, kOtherBetas}) check_five_steps(h, header_update);
+  for (const Hyper& h : {kTorchDefaults, kLargeLrAndDecay, kOtherBetas})
+    check_five_steps(h, [](std::vector<float>& p, const std::vector<float>& g, std::vector<float>& m,
+                           std::vector<float>& v, const Hyper& hp, int t) { header_update(p, g, m, v, scalars(hp, t)); });
 }
 
 TEST(AdamWUpdate, BackendStepFiveStepsMatchTorchFormulaInDouble) {
   std::unique_ptr<Backend> backend = make_cpu_backend();
   for (const Hyper& h : {kTorchDefaults, kLargeLrAndDecay, kOtherBetas})
     check_five_steps(h, [&](std::vector<float>& p, const std::vector<float>& g, std::vector<float>& m,
-                            std::vector<float>& v, const AdamWStepScalars& s) {
+                            std::vector<float>& v, const Hyper& hp, int t) {
       std::vector<float> grads = g;
-      const Shape n{static_cast<int64_t>(p.size())};
-      backend->adamw_step(f32_view(p, n), f32_view(grads, n), f32_view(m, n), f32_view(v, n), s);
+      backend_step(*backend, p, grads, m, v, hp, t);
     });
 }
 
@@ -184,7 +197,7 @@ TEST(AdamWUpdate, BackendStepEqualsHeaderUpdateBitForBit) {
     for (int t = 1; t <= 5; ++t) {
       std::vector<float> g = gradients(kN, t);
       header_update(p, g, m, v, scalars(h, t));
-      backend->adamw_step(f32_view(p2, n), f32_view(g, n), f32_view(m2, n), f32_view(v2, n), scalars(h, t));
+      backend_step(*backend, p2, g, m2, v2, h, t);
     }
     expect_bitwise_equal(std::string(h.name) + ": params", p2, p);
     expect_bitwise_equal(std::string(h.name) + ": exp_avg", m2, m);

@@ -30,6 +30,7 @@ using test::expect_rel_close;
 using test::f32_view;
 using test::i32_view;
 using test::kEps32;
+using test::mask_of;
 using test::null_f32;
 using test::random_floats;
 using test::random_ints;
@@ -388,7 +389,7 @@ TEST_P(CpuAttention, ForwardMatchesDoubleReference) {
   std::vector<float> qkv = random_floats(s.B * s.T * 3 * C, 31, -1.5f, 1.5f);
   std::vector<float> out = nan_filled(s.B * s.T * C), probs = nan_filled(s.B * s.NH * s.T * s.T);
   backend->attention_forward(f32_view(out, {s.B, s.T, C}), f32_view(probs, {s.B, s.NH, s.T, s.T}),
-                             f32_view(qkv, {s.B, s.T, 3 * C}), s, p, key);
+                             f32_view(qkv, {s.B, s.T, 3 * C}), s, mask_of(key, p));
 
   std::vector<double> probs_ref;
   std::vector<double> out_ref = attention_ref(to_double(qkv), s, p, key, &probs_ref);
@@ -417,12 +418,12 @@ TEST_P(CpuAttention, BackwardMatchesFiniteDifferences) {
   std::vector<float> R = random_floats(s.B * s.T * C, 33);
   std::vector<float> out(s.B * s.T * C), probs(s.B * s.NH * s.T * s.T);
   const Shape qkv_shape{s.B, s.T, 3 * C}, out_shape{s.B, s.T, C}, probs_shape{s.B, s.NH, s.T, s.T};
-  backend->attention_forward(f32_view(out, out_shape), f32_view(probs, probs_shape), f32_view(qkv, qkv_shape), s, p,
-                             key);
+  backend->attention_forward(f32_view(out, out_shape), f32_view(probs, probs_shape), f32_view(qkv, qkv_shape), s,
+                             mask_of(key, p));
   // dqkv is overwritten, dprobs is scratch: NaN in either must not leak into the result
   std::vector<float> dqkv = nan_filled(qkv.size()), dprobs = nan_filled(probs.size());
   backend->attention_backward(f32_view(dqkv, qkv_shape), f32_view(dprobs, probs_shape), f32_view(R, out_shape),
-                              f32_view(qkv, qkv_shape), f32_view(probs, probs_shape), s, p, key);
+                              f32_view(qkv, qkv_shape), f32_view(probs, probs_shape), s, mask_of(key, p));
 
   const std::vector<double> R_d = to_double(R);
   auto dqkv_fd = central_diff([&](const std::vector<double>& x) { return dot(attention_ref(x, s, p, key), R_d); },

@@ -26,6 +26,7 @@ using test::expect_bitwise_equal;
 using test::expect_rel_close;
 using test::f32_view;
 using test::kEps32;
+using test::mask_of;
 using test::random_floats;
 using test::to_double;
 
@@ -105,7 +106,7 @@ class CpuDropout : public ::testing::Test {
   // the mask scale of every element: dropout applied to ones
   std::vector<float> mask(int64_t n, float p, const DropoutKey& k) {
     std::vector<float> ones(n, 1.0f), out(n);
-    backend->dropout_forward(f32_view(out, {n}), f32_view(ones, {n}), p, k);
+    backend->dropout_forward(f32_view(out, {n}), f32_view(ones, {n}), mask_of(k, p));
     return out;
   }
 };
@@ -130,7 +131,7 @@ TEST_F(CpuDropout, KeptValuesAreScaledByInverseKeepProbability) {
   std::vector<float> x = random_floats(n, 81, -3.0f, 3.0f);
   for (float p : {0.1f, 0.25f, 0.5f, 0.9f}) {
     std::vector<float> y(n);
-    backend->dropout_forward(f32_view(y, {n}), f32_view(x, {n}), p, key);
+    backend->dropout_forward(f32_view(y, {n}), f32_view(x, {n}), mask_of(key, p));
     const float scale = 1.0f / (1.0f - p);  // the contract's factor, in fp32
     int64_t kept = 0;
     for (int64_t i = 0; i < n; ++i) {
@@ -148,13 +149,13 @@ TEST_F(CpuDropout, SameKeySameMaskForwardTwiceAndBackward) {
   const int64_t n = 50000;
   const float p = 0.3f;
   std::vector<float> x = random_floats(n, 82), y1(n), y2(n);
-  backend->dropout_forward(f32_view(y1, {n}), f32_view(x, {n}), p, key);
-  backend->dropout_forward(f32_view(y2, {n}), f32_view(x, {n}), p, key);
+  backend->dropout_forward(f32_view(y1, {n}), f32_view(x, {n}), mask_of(key, p));
+  backend->dropout_forward(f32_view(y2, {n}), f32_view(x, {n}), mask_of(key, p));
   expect_bitwise_equal("dropout forward twice", y2, y1);
 
   // backward with the same key: dinp = dout * the forward's mask scale
   std::vector<float> m = mask(n, p, key), dout = random_floats(n, 83), dinp(n), want(n);
-  backend->dropout_backward(f32_view(dinp, {n}), f32_view(dout, {n}), p, key);
+  backend->dropout_backward(f32_view(dinp, {n}), f32_view(dout, {n}), mask_of(key, p));
   for (int64_t i = 0; i < n; ++i) want[i] = dout[i] * m[i];
   expect_bitwise_equal("dropout backward vs forward mask", dinp, want);
   // the mask applied to x is that same mask
@@ -200,11 +201,11 @@ TEST_F(CpuDropout, BackwardMatchesFiniteDifferencesAndMayAlias) {
     };
     const std::vector<double> dx_fd = central_diff(loss, to_double(x));
     std::vector<float> dx(n, -1.0f);
-    backend->dropout_backward(f32_view(dx, {n}), f32_view(R, {n}), p, key);
+    backend->dropout_backward(f32_view(dx, {n}), f32_view(R, {n}), mask_of(key, p));
     // elementwise: the fp32 scale 1/(1-p) and the product round once each
     expect_rel_close("dropout bwd dinp vs FD, p=" + std::to_string(p), dx, dx_fd, 2.0 * kEps32);
     std::vector<float> alias = R;
-    backend->dropout_backward(f32_view(alias, {n}), f32_view(alias, {n}), p, key);
+    backend->dropout_backward(f32_view(alias, {n}), f32_view(alias, {n}), mask_of(key, p));
     expect_rel_close("dropout bwd dinp aliasing dout vs FD, p=" + std::to_string(p), alias, dx_fd, 2.0 * kEps32);
   }
 }
@@ -212,13 +213,13 @@ TEST_F(CpuDropout, BackwardMatchesFiniteDifferencesAndMayAlias) {
 TEST_F(CpuDropout, ZeroRateIsTheIdentity) {
   const int64_t n = 10007;
   std::vector<float> x = random_floats(n, 84), y(n, -1.0f);
-  backend->dropout_forward(f32_view(y, {n}), f32_view(x, {n}), 0.0f, key);
+  backend->dropout_forward(f32_view(y, {n}), f32_view(x, {n}), mask_of(key, 0.0f));
   expect_bitwise_equal("dropout p=0 forward", y, x);
   std::vector<float> dinp(n, -1.0f);
-  backend->dropout_backward(f32_view(dinp, {n}), f32_view(x, {n}), 0.0f, key);
+  backend->dropout_backward(f32_view(dinp, {n}), f32_view(x, {n}), mask_of(key, 0.0f));
   expect_bitwise_equal("dropout p=0 backward", dinp, x);
   std::vector<float> in_place = x;
-  backend->dropout_forward(f32_view(in_place, {n}), f32_view(in_place, {n}), 0.0f, key);
+  backend->dropout_forward(f32_view(in_place, {n}), f32_view(in_place, {n}), mask_of(key, 0.0f));
   expect_bitwise_equal("dropout p=0 in place", in_place, x);
 }
 
@@ -226,11 +227,11 @@ TEST_F(CpuDropout, ForwardAndBackwardMayAlias) {
   const int64_t n = 10007;
   const float p = 0.2f;
   std::vector<float> x = random_floats(n, 85), y(n), dx(n);
-  backend->dropout_forward(f32_view(y, {n}), f32_view(x, {n}), p, key);
-  backend->dropout_backward(f32_view(dx, {n}), f32_view(x, {n}), p, key);
+  backend->dropout_forward(f32_view(y, {n}), f32_view(x, {n}), mask_of(key, p));
+  backend->dropout_backward(f32_view(dx, {n}), f32_view(x, {n}), mask_of(key, p));
   std::vector<float> fwd = x, bwd = x;
-  backend->dropout_forward(f32_view(fwd, {n}), f32_view(fwd, {n}), p, key);
-  backend->dropout_backward(f32_view(bwd, {n}), f32_view(bwd, {n}), p, key);
+  backend->dropout_forward(f32_view(fwd, {n}), f32_view(fwd, {n}), mask_of(key, p));
+  backend->dropout_backward(f32_view(bwd, {n}), f32_view(bwd, {n}), mask_of(key, p));
   expect_bitwise_equal("dropout forward in place", fwd, y);
   expect_bitwise_equal("dropout backward in place", bwd, dx);
 }

@@ -49,6 +49,19 @@ struct DropoutKey {
   DropoutSite site;
 };
 
+// A dropout as ops receive it. The training step is read from backend memory when the op
+// runs (device memory on CUDA), not baked in when it is enqueued, so one captured CUDA graph
+// serves every step: the trainer writes the step there with the batch.
+struct DropoutMask {
+  float p;               // drop probability; 0 is the identity
+  uint64_t seed;
+  const uint32_t* step;  // backend memory
+  uint32_t layer;
+  DropoutSite site;
+
+  TT_HD DropoutKey key() const { return DropoutKey{seed, *step, layer, site}; }
+};
+
 // The Philox output that serves elements 4*group .. 4*group+3 of the mask named by `key`:
 // one Philox call feeds four consecutive elements, one 32-bit lane each.
 TT_HD Philox4 dropout_bits4(const DropoutKey& key, uint64_t group) {

@@ -3,9 +3,11 @@
 
 namespace tt {
 
-// params (n), grads (n), exp_avg (n), exp_avg_sq (n), updated in place
-void CpuBackend::adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq,
-                            const AdamWStepScalars& s) {
+// params (n), grads (n), exp_avg (n), exp_avg_sq (n) updated in place; step_count (1) += 1
+void CpuBackend::adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
+                            const AdamWHyper& hyper) {
+  int32_t* t = step_count.i32();
+  const AdamWStepScalars s = adamw_step_scalars(hyper, *t + 1);
   const int64_t n = params.numel();
   float* p = params.f32();
   const float* g = grads.f32();
@@ -13,6 +15,7 @@ void CpuBackend::adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor 
   float* v = exp_avg_sq.f32();
 #pragma omp parallel for simd
   for (int64_t i = 0; i < n; ++i) adamw_update(p + i, m + i, v + i, g[i], s);
+  *t += 1;
 }
 
 }  // namespace tt

@@ -24,11 +24,13 @@ struct PackedQkv {
 }  // namespace
 
 // qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T) (softmax weights, before dropout)
-void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s, float p,
-                                   const DropoutKey& key) {
+void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
+                                   const DropoutMask& dropout) {
   const int B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS;
   const PackedQkv at{T, C, HS};
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const float p = dropout.p;
+  const DropoutKey key = dropout.key();
   const float* x = qkv.f32();
   float* o = out.f32();
   float* P = probs.f32();
@@ -73,10 +75,12 @@ void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const A
 
 // dout (B,T,C) -> dqkv (B,T,3C); dprobs (B,NH,T,T) scratch for the score gradients
 void CpuBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs,
-                                    const AttentionShape& s, float p, const DropoutKey& key) {
+                                    const AttentionShape& s, const DropoutMask& dropout) {
   const int B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS;
   const PackedQkv at{T, C, HS};
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  const float p = dropout.p;
+  const DropoutKey key = dropout.key();
   const float* x = qkv.f32();
   const float* dO = dout.f32();
   const float* P = probs.f32();

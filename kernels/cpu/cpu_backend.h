@@ -23,23 +23,23 @@ class CpuBackend final : public Backend {
   void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) override;
   void linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) override;
   void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) override;
-  void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s, float p,
-                         const DropoutKey& key) override;
+  void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
+                         const DropoutMask& dropout) override;
   void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs, const AttentionShape& s,
-                          float p, const DropoutKey& key) override;
+                          const DropoutMask& dropout) override;
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
                          float eps) override;
   void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                           Tensor mean, Tensor rstd) override;
   void activation_forward(Tensor out, Tensor inp, Activation act) override;
   void activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) override;
-  void dropout_forward(Tensor out, Tensor inp, float p, const DropoutKey& key) override;
-  void dropout_backward(Tensor dinp, Tensor dout, float p, const DropoutKey& key) override;
+  void dropout_forward(Tensor out, Tensor inp, const DropoutMask& dropout) override;
+  void dropout_backward(Tensor dinp, Tensor dout, const DropoutMask& dropout) override;
   void residual_forward(Tensor out, Tensor a, Tensor b) override;
   void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
                                       float dloss_scale) override;
-  void adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq,
-                  const AdamWStepScalars& s) override;
+  void adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
+                  const AdamWHyper& hyper) override;
 };
 
 std::unique_ptr<Backend> make_cpu_backend();

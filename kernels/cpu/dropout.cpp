@@ -6,8 +6,9 @@
 namespace tt {
 
 // inp (n) -> out (n), may alias; identity when p == 0
-void CpuBackend::dropout_forward(Tensor out, Tensor inp, float p, const DropoutKey& key) {
+void CpuBackend::dropout_forward(Tensor out, Tensor inp, const DropoutMask& dropout) {
   const int64_t n = inp.numel();
+  const float p = dropout.p;
   const float* x = inp.f32();
   float* y = out.f32();
   if (p == 0.0f) {
@@ -20,14 +21,14 @@ void CpuBackend::dropout_forward(Tensor out, Tensor inp, float p, const DropoutK
   for (int64_t start = 0; start < n; start += block) {
     float scale[block];
     const int64_t count = start + block <= n ? block : n - start;
-    dropout_scales(key, static_cast<uint64_t>(start), count, p, scale);
+    dropout_scales(dropout.key(), static_cast<uint64_t>(start), count, p, scale);
     for (int64_t i = 0; i < count; ++i) y[start + i] = x[start + i] * scale[i];
   }
 }
 
 // dout (n) -> dinp (n), may alias: the same mask and scale as the forward
-void CpuBackend::dropout_backward(Tensor dinp, Tensor dout, float p, const DropoutKey& key) {
-  dropout_forward(dinp, dout, p, key);
+void CpuBackend::dropout_backward(Tensor dinp, Tensor dout, const DropoutMask& dropout) {
+  dropout_forward(dinp, dout, dropout);
 }
 
 }  // namespace tt
