@@ -33,10 +33,20 @@ class Backend {
   // ---- memory ----
   virtual void* allocate(size_t bytes) = 0;  // zero-filled; throws std::runtime_error on failure
   virtual void release(void* ptr) = 0;
+  // May return before the copy lands (CUDA stages it through pinned memory); `src` may be
+  // reused as soon as the call returns.
   virtual void copy_to_device(void* dst, const void* src, size_t bytes) = 0;
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;  // waits for the copy
   virtual void fill_zero(Tensor t) = 0;
   virtual void synchronize() = 0;
+
+  // ---- whole-step graphs: what is enqueued between begin_capture and end_capture is
+  // recorded once (CUDA graph) and re-run by replay_graph. Backends without graphs say so
+  // and the trainer runs the same ops eagerly.
+  virtual bool supports_graphs() const { return false; }
+  virtual void begin_capture() {}
+  virtual void end_capture() {}
+  virtual void replay_graph() {}
 
   // ---- embedding ----
   // tokens (B,T) int32, wte (V,C), wpe (maxT,C) or null data -> out (B,T,C)

@@ -1,0 +1,94 @@
+// The CUDA backend: every op of the contract as hand-written kernels on one stream, GEMMs
+// through cuBLASLt, memory in device allocations, and whole-step CUDA graphs. One file per
+// op family (embedding.cu, linear.cu, attention.cu, ...), each kernel with its shapes and
+// parallel decomposition in a comment. Only compiled when the CUDA toolkit is found.
+#pragma once
+#include <cublasLt.h>
+#include <cuda_runtime.h>
+
+#include <map>
+#include <memory>
+#include <tuple>
+
+#include "kernels/backend.h"
+
+namespace tt {
+
+struct CudaOptions {
+  bool tf32 = false;            // allow TF32 tensor-core GEMMs (fp32 inputs, 10-bit mantissa products)
+  bool cudnn_attention = false;  // ask for cuDNN fused attention where cuDNN supports the shape and dtype
+};
+
+class CudaBackend final : public Backend {
+ public:
+  explicit CudaBackend(const CudaOptions& options);  // throws std::runtime_error naming the CUDA failure
+  ~CudaBackend() override;
+  std::string name() const override { return "cuda"; }
+
+  void* allocate(size_t bytes) override;  // cudaMalloc + memset; "GPU out of memory: ..." on failure
+  void release(void* ptr) override;
+  void copy_to_device(void* dst, const void* src, size_t bytes) override;
+  void copy_to_host(void* dst, const void* src, size_t bytes) override;
+  void fill_zero(Tensor t) override;
+  void synchronize() override;
+
+  bool supports_graphs() const override { return true; }
+  void begin_capture() override;
+  void end_capture() override;
+  void replay_graph() override;
+
+  void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) override;
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) override;
+  void linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) override;
+  void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) override;
+  void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
+                         const DropoutMask& dropout) override;
+  void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs, const AttentionShape& s,
+                          const DropoutMask& dropout) override;
+  void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
+                         float eps) override;
+  void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                          Tensor mean, Tensor rstd) override;
+  void activation_forward(Tensor out, Tensor inp, Activation act) override;
+  void activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) override;
+  void dropout_forward(Tensor out, Tensor inp, const DropoutMask& dropout) override;
+  void dropout_backward(Tensor dinp, Tensor dout, const DropoutMask& dropout) override;
+  void residual_forward(Tensor out, Tensor a, Tensor b) override;
+  void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
+                                      float dloss_scale) override;
+  void adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
+                  const AdamWHyper& hyper) override;
+
+  cudaStream_t stream() const { return stream_; }
+
+ private:
+  // One cuBLASLt matmul, its descriptors and chosen algorithm, built once per distinct GEMM
+  // (shape, transposes, epilogue) and reused every step (linear.cu).
+  struct GemmPlan;
+  using GemmKey = std::tuple<int, int, int, int, int, int>;  // m, n, k, transa, transb, epilogue
+  const GemmPlan& gemm_plan(const GemmKey& key);
+
+  CudaOptions options_;
+  cudaStream_t stream_ = nullptr;
+  // Device scratch for deterministic reductions (per-block partial sums, reduced in a fixed
+  // order by a second kernel): any op may use it within one call, since ops run in order.
+  static constexpr size_t kReduceScratchFloats = size_t{1} << 22;
+  float* reduce_scratch_ = nullptr;
+  cublasLtHandle_t lt_ = nullptr;
+  void* lt_workspace_ = nullptr;  // cuBLASLt workspace, allocated once
+  size_t lt_workspace_bytes_ = 0;
+  std::map<GemmKey, std::unique_ptr<GemmPlan>> gemm_plans_;
+  // copy_to_device stages through this pinned buffer so the copy can be asynchronous;
+  // staging_done_ marks when the previous copy has left it.
+  void* staging_ = nullptr;
+  size_t staging_bytes_ = 0;
+  cudaEvent_t staging_done_ = nullptr;
+  cudaGraph_t graph_ = nullptr;
+  cudaGraphExec_t graph_exec_ = nullptr;
+  bool capturing_ = false;
+};
+
+// Throws std::runtime_error (one line) when no usable GPU is present.
+std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options);
+
+}  // namespace tt
