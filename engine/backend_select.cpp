@@ -7,21 +7,52 @@
 #include "engine/config.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/device_query.h"
+#ifdef TINYTRAIN_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#endif
 
 namespace tt {
 
-std::unique_ptr<Backend> select_backend(const std::string& choice, std::ostream& note) {
+namespace {
+
+// The CUDA backend, or InputError naming why there is none (no device, driver too old,
+// a build without CUDA, out of memory while setting up).
+std::unique_ptr<Backend> open_cuda_backend(const GpuOptions& gpu) {
+  const CudaDeviceInfo info = query_cuda_device();
+  if (!info.usable) throw InputError(info.reason);
+#ifdef TINYTRAIN_HAVE_CUDA
+  CudaOptions options;
+  options.tf32 = gpu.tf32;
+  options.cudnn_attention = gpu.cudnn_attention;
+  try {
+    return make_cuda_backend(options);
+  } catch (const std::runtime_error& e) {
+    throw InputError(std::string("CUDA GPU ") + info.name + " is not usable: " + e.what());
+  }
+#else
+  (void)gpu;
+  throw InputError("this build has no CUDA support");
+#endif
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> select_backend(const std::string& choice, const GpuOptions& gpu, std::ostream& note) {
   if (choice == "cpu") return make_cpu_backend();
-  if (choice != "cuda" && choice != "auto")
-    throw InputError("unknown backend '" + choice + "' (expected auto, cpu or cuda)");
-  const CudaDeviceInfo gpu = query_cuda_device();
-  // The CUDA backend's kernels arrive with the CUDA backend issue; until then a working GPU
-  // cannot be used either.
-  const std::string why = gpu.usable ? "the CUDA backend is not implemented yet (GPU " + gpu.name + " found)"
-                                     : gpu.reason;
-  if (choice == "cuda") throw InputError("--backend cuda: " + why);
-  note << "backend auto: " << why << "; running on the CPU backend" << std::endl;
-  return make_cpu_backend();
+  if (choice == "cuda") {
+    try {
+      return open_cuda_backend(gpu);
+    } catch (const InputError& e) {
+      throw InputError(std::string("--backend cuda: ") + e.what());
+    }
+  }
+  if (choice != "auto") throw InputError("unknown backend '" + choice + "' (expected auto, cpu or cuda)");
+  try {
+    return open_cuda_backend(gpu);
+  } catch (const InputError& e) {
+    note << "backend auto: " << e.what() << "; running on the CPU backend" << std::endl;
+    return make_cpu_backend();
+  }
 }
 
 void set_cpu_threads(int threads) {

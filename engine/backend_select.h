@@ -8,9 +8,15 @@
 
 namespace tt {
 
+// Options that only the CUDA backend reads.
+struct GpuOptions {
+  bool tf32 = false;             // --tf32: allow TF32 tensor-core GEMMs
+  bool cudnn_attention = false;  // --attention cudnn
+};
+
 // "cpu": the CPU backend. "cuda": the CUDA backend, or InputError saying why there is none.
 // "auto": CUDA when a GPU works, else the CPU backend, with one line on `note` saying why.
-std::unique_ptr<Backend> select_backend(const std::string& choice, std::ostream& note);
+std::unique_ptr<Backend> select_backend(const std::string& choice, const GpuOptions& gpu, std::ostream& note);
 
 // Sets the threads used by the CPU backend's loops and by OpenBLAS (0 keeps the default).
 void set_cpu_threads(int threads);

@@ -1,6 +1,7 @@
 // Validation and JSON (de)serialisation of the configs.
 #include "engine/config.h"
 
+#include <algorithm>
 #include <cmath>
 #include <nlohmann/json.hpp>
 
@@ -31,10 +32,14 @@ void ModelConfig::validate() const {
           "invalid config: layer_norm_eps must be positive, got " + std::to_string(layer_norm_eps));
   require(std::isfinite(dropout) && dropout >= 0 && dropout < 1,
           "invalid config: dropout must be in [0, 1), got " + std::to_string(dropout));
+  // Parameter count (vocab C + layers (4C^2 + 2CF) + ...) far from int64 overflow: 2^40.
+  const double C = d_model, params = 2.0 * vocab_size * C + static_cast<double>(max_seq_len) * C +
+                                     n_layer * (4.0 * C * C + 2.0 * C * d_ff + 9.0 * C + d_ff);
+  require(params < std::ldexp(1.0, 40), "invalid config: the model has more than 2^40 parameters");
 }
 
 void AdamWConfig::validate() const {
-  require(std::isfinite(lr) && lr >= 0, "invalid config: lr must be >= 0, got " + std::to_string(lr));
+  require(std::isfinite(lr) && lr >= 0, "invalid config: lr must be finite and >= 0, got " + std::to_string(lr));
   require(beta1 >= 0 && beta1 < 1, "invalid config: beta1 must be in [0, 1), got " + std::to_string(beta1));
   require(beta2 >= 0 && beta2 < 1, "invalid config: beta2 must be in [0, 1), got " + std::to_string(beta2));
   require(std::isfinite(eps) && eps > 0, "invalid config: eps must be positive, got " + std::to_string(eps));
@@ -45,7 +50,14 @@ void AdamWConfig::validate() const {
 void RunConfig::validate(const ModelConfig& model) const {
   require_positive(batch, "batch");
   require_positive(seq, "seq");
-  require(steps >= 0, "invalid config: steps must be >= 0, got " + std::to_string(steps));
+  require_positive(steps, "steps");
+  require(seed >= 0, "invalid config: seed must be >= 0, got " + std::to_string(seed));
+  // The largest activation (B*T*max(V, F, 3C)) must stay far from int64 overflow and from
+  // what any machine holds: 2^40 elements.
+  const double widest = std::max({static_cast<double>(model.vocab_size), static_cast<double>(model.d_ff),
+                                  3.0 * model.d_model, static_cast<double>(seq) * model.n_head});
+  require(static_cast<double>(batch) * seq * widest < std::ldexp(1.0, 40),
+          "invalid config: batch x seq x width is beyond 2^40 elements");
   require(seq <= model.max_seq_len, "invalid config: seq (" + std::to_string(seq) + ") exceeds max_seq_len (" +
                                         std::to_string(model.max_seq_len) + ")");
 }

@@ -45,7 +45,7 @@ struct RunConfig {
   int batch = 16;
   int seq = 64;
   int steps = 100;
-  uint64_t seed = 1337;
+  int64_t seed = 1337;  // in [0, 2^63)
   void validate(const ModelConfig& model) const;
 };
 

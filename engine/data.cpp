@@ -17,7 +17,7 @@ void random_batch(uint64_t seed, uint32_t step, int B, int T, int vocab, int32_t
 void check_token_ids(const int32_t* ids, int64_t n, int vocab, const std::string& what) {
   for (int64_t i = 0; i < n; ++i)
     if (ids[i] < 0 || ids[i] >= vocab)
-      throw InputError("token id " + std::to_string(ids[i]) + " at " + what + " index " + std::to_string(i) +
+      throw InputError(what + ": token id " + std::to_string(ids[i]) + " at index " + std::to_string(i) +
                        " is outside [0, " + std::to_string(vocab) + ")");
 }
 

@@ -13,7 +13,16 @@ namespace {
 using namespace tt;
 
 // Flags named after every config and training field, with the seed workload as defaults.
-void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, std::string& pos_embedding) {
+// A seed is a decimal integer in [0, 2^63); CLI11 would wrap or clamp out-of-range values.
+int64_t parse_seed(const std::string& text) {
+  const bool digits = !text.empty() && text.size() <= 19 && text.find_first_not_of("0123456789") == std::string::npos;
+  if (!digits || (text.size() == 19 && text > "9223372036854775807"))
+    throw InputError("invalid config: --seed must be an integer in [0, 2^63), got '" + text + "'");
+  return std::stoll(text);
+}
+
+void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, std::string& pos_embedding,
+                     std::string& seed) {
   ModelConfig& m = o.model;
   cmd->add_option("--vocab-size", m.vocab_size, "vocabulary size")->capture_default_str();
   cmd->add_option("--d-model", m.d_model, "model width")->capture_default_str();
@@ -33,14 +42,15 @@ void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, st
   cmd->add_option("--batch", r.batch, "sequences per step")->capture_default_str();
   cmd->add_option("--seq", r.seq, "tokens per sequence")->capture_default_str();
   cmd->add_option("--steps", r.steps, "optimizer steps")->capture_default_str();
-  cmd->add_option("--seed", r.seed, "seed for initialisation, data and dropout")->capture_default_str();
+  seed = std::to_string(r.seed);
+  cmd->add_option("--seed", seed, "seed for initialisation, data and dropout, in [0, 2^63)")->capture_default_str();
   AdamWConfig& a = o.optimizer;
   cmd->add_option("--lr", a.lr, "AdamW learning rate")->capture_default_str();
   cmd->add_option("--beta1", a.beta1, "AdamW beta1")->capture_default_str();
   cmd->add_option("--beta2", a.beta2, "AdamW beta2")->capture_default_str();
   cmd->add_option("--eps", a.eps, "AdamW epsilon")->capture_default_str();
   cmd->add_option("--weight-decay", a.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
-  cmd->add_option("--log-every", o.log_every, "log every N steps")->capture_default_str()->check(CLI::PositiveNumber);
+  cmd->add_option("--log-every", o.log_every, "log every N steps")->capture_default_str();
 }
 
 }  // namespace
@@ -48,19 +58,28 @@ void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, st
 int main(int argc, char** argv) {
   CLI::App app{"tinytrain: a from-scratch Transformer training engine (CPU and CUDA)"};
   app.require_subcommand(1);
-  std::string backend_choice = "auto";
+  std::string backend_choice = "auto", attention = "ours";
   int threads = 0;
+  GpuOptions gpu;
   auto add_common = [&](CLI::App* cmd) {
     cmd->add_option("--backend", backend_choice, "auto | cpu | cuda")->capture_default_str();
     cmd->add_option("--threads", threads, "CPU threads for the CPU backend (0: all cores)")->capture_default_str();
+    cmd->add_flag("--tf32", gpu.tf32, "CUDA: allow TF32 tensor-core GEMMs (off: exact fp32)");
+    cmd->add_option("--attention", attention, "CUDA attention: ours | cudnn (cuDNN fused, where it supports the case)")
+        ->capture_default_str()
+        ->check(CLI::IsMember({"ours", "cudnn"}));
   };
 
   TrainOptions train;
   train.optimizer.lr = 1e-4;  // the seed workload's learning rate
-  std::string activation = "relu", pos_embedding = "none";
+  std::string activation = "relu", pos_embedding = "none", seed;
   CLI::App* train_cmd = app.add_subcommand("train", "train on random tokens (no flags: the seed workload)");
-  add_train_flags(train_cmd, train, activation, pos_embedding);
+  add_train_flags(train_cmd, train, activation, pos_embedding, seed);
   add_common(train_cmd);
+  std::string cuda_graph = "on";
+  train_cmd->add_option("--cuda-graph", cuda_graph, "CUDA: replay each step as one graph (on) or run eagerly (off)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"on", "off"}));
 
   std::string reference;
   CLI::App* verify_cmd = app.add_subcommand("verify", "replay a PyTorch reference and compare, one row per tensor");
@@ -68,6 +87,11 @@ int main(int argc, char** argv) {
       ->required();
   add_common(verify_cmd);
 
+  // CLI11 would call an unknown command "no subcommand"; name it instead.
+  if (argc > 1 && argv[1][0] != '-' && std::string(argv[1]) != "train" && std::string(argv[1]) != "verify") {
+    std::cerr << "error: unknown command '" << argv[1] << "' (expected train or verify; see --help)" << std::endl;
+    return 2;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -81,17 +105,22 @@ int main(int argc, char** argv) {
 
   try {
     set_cpu_threads(threads);
+    gpu.cudnn_attention = attention == "cudnn";
+    train.cuda_graph = cuda_graph == "on";
     if (*train_cmd) {
+      train.run.seed = parse_seed(seed);
       train.model.activation = parse_activation(activation);
       train.model.pos_embedding = parse_pos_embedding(pos_embedding);
       train.model.validate();
       train.optimizer.validate();
       train.run.validate(train.model);
-      auto backend = select_backend(backend_choice, std::cout);
+      if (train.log_every <= 0)
+        throw InputError("invalid config: --log-every must be positive, got " + std::to_string(train.log_every));
+      auto backend = select_backend(backend_choice, gpu, std::cout);
       run_training(*backend, train, std::cout);
       return 0;
     }
-    auto backend = select_backend(backend_choice, std::cout);
+    auto backend = select_backend(backend_choice, gpu, std::cout);
     return run_verify(*backend, reference, std::cout) ? 0 : 1;
   } catch (const InputError& e) {
     std::cerr << "error: " << e.what() << std::endl;

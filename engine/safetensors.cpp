@@ -95,7 +95,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   // Compare against what is left rather than computing 8 + header_len, which could wrap.
   if (header_len > size - 8)
     throw fail("header length " + std::to_string(header_len) + " is beyond the end of the file (" +
-               std::to_string(size) + " bytes)");
+               std::to_string(size) + " bytes; truncated file?)");
   file.data_start_ = 8 + header_len;
   const uint64_t data_size = size - file.data_start_;
 
@@ -164,7 +164,8 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
       throw fail(what + ": data_offsets " + offsets_str(entry.begin, entry.end) + " has begin after end");
     if (entry.end > data_size)
       throw fail(what + ": data_offsets " + offsets_str(entry.begin, entry.end) +
-                 " out of range: the data section holds " + std::to_string(data_size) + " bytes");
+                 " out of range: the data section holds " + std::to_string(data_size) +
+                 " bytes (truncated file?)");
 
     // The byte count must equal numel * element size. Multiply with overflow checks: a
     // hostile shape like [2^40, 2^40] must not wrap around to a small number that happens to

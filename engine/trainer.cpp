@@ -61,6 +61,24 @@ void Trainer::forward_backward() {
 
 void Trainer::optimizer_step() { optimizer_.step(model_.params(), model_.grads()); }
 
+void Trainer::train_step(bool use_graph) {
+  const bool graph = use_graph && backend_.supports_graphs() && steps_run_ > 0;
+  ++steps_run_;
+  if (!graph) {
+    forward_backward();
+    optimizer_step();
+    return;
+  }
+  if (!graph_ready_) {
+    backend_.begin_capture();
+    forward_backward();
+    optimizer_step();
+    backend_.end_capture();
+    graph_ready_ = true;
+  }
+  backend_.replay_graph();
+}
+
 double Trainer::read_loss() {
   const Tensor losses = model_.losses();
   std::vector<float> host(losses.numel());
@@ -86,8 +104,8 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
     }
     random_batch(o.run.seed, static_cast<uint32_t>(step), B, T, o.model.vocab_size, x.data(), y.data());
     trainer.load_batch(x.data(), y.data(), static_cast<uint32_t>(step));
-    trainer.forward_backward();
-    if (step % o.log_every == 0) {
+    trainer.train_step(o.cuda_graph);
+    if (step % o.log_every == 0) {  // the loss of this step's forward, before its update
       const double loss = trainer.read_loss();
       if (!std::isfinite(loss))
         throw InputError("training diverged: loss is " + std::to_string(loss) + " at step " + std::to_string(step));
@@ -95,7 +113,6 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
       std::snprintf(line, sizeof(line), "step %3d | loss %.4f | alloc %.1f MB", step, loss, alloc_mb);
       log << line << std::endl;
     }
-    trainer.optimizer_step();
   }
   backend.synchronize();
   if (o.run.steps > 1) {

@@ -29,6 +29,11 @@ class Trainer {
   // Zeroes the gradients, then forward and backward on the loaded batch.
   void forward_backward();
   void optimizer_step();
+  // One whole training step on the loaded batch: forward_backward, then optimizer_step. With
+  // use_graph on a backend that has graphs, the first call runs eagerly (GEMM plans and
+  // anything else created on first use), the second captures the step as one graph and
+  // replays it, and later calls only replay: no host work per op, no sync inside the step.
+  void train_step(bool use_graph);
   // Mean cross-entropy of the last forward_backward; waits for the backend.
   double read_loss();
 
@@ -41,6 +46,8 @@ class Trainer {
   Arena batch_;  // x (B,T) and y (B,T) int32 token ids, step (1): the training step
   uint64_t seed_;
   int B_, T_;
+  int steps_run_ = 0;      // train_step calls so far
+  bool graph_ready_ = false;
 };
 
 struct TrainOptions {
@@ -48,6 +55,7 @@ struct TrainOptions {
   AdamWConfig optimizer;
   RunConfig run;
   int log_every = 10;
+  bool cuda_graph = true;  // replay each step as one CUDA graph where the backend has graphs
 };
 
 // The `tinytrain train` loop on random tokens: logs "step | loss | alloc" and the speed.

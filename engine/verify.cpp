@@ -12,6 +12,7 @@
 #include <cstdio>
 #include <vector>
 
+#include "engine/data.h"
 #include "engine/safetensors.h"
 #include "engine/trainer.h"
 
@@ -123,6 +124,8 @@ bool run_verify(Backend& backend, const std::string& path, std::ostream& out) {
   std::vector<int32_t> x(static_cast<size_t>(S) * B * T), y(x.size());
   file.read("x", DType::I32, {S, B, T}, x.data());
   file.read("y", DType::I32, {S, B, T}, y.data());
+  check_token_ids(x.data(), static_cast<int64_t>(x.size()), V, path + ": reference tensor 'x'");
+  check_token_ids(y.data(), static_cast<int64_t>(y.size()), V, path + ": reference tensor 'y'");
   const std::vector<float> logits0 = read_f32(file, "logits0", {B, T, V});
   const std::vector<float> losses = read_f32(file, "loss", {S});
 

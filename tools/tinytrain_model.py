@@ -6,8 +6,8 @@ nn.TransformerEncoder (batch_first, relu|gelu, post- or pre-norm, optional causa
 -> nn.Linear head. Its state_dict names are the engine's parameter names (docs: DESIGN.md,
 "The model family"), so a state_dict round-trips through safetensors unchanged.
 
-Also: SEED_CONFIG (the seed workload's architecture), validate_config() and
-build_model(config). Run with Debian's /usr/bin/python3 (PyTorch 1.13).
+Also: SEED_CONFIG (the seed workload's architecture), validate_config(), build_model(config)
+and pre_activation_modules(model). Run with Debian's /usr/bin/python3 (PyTorch 1.13).
 """
 import torch
 import torch.nn as nn
@@ -112,3 +112,9 @@ def build_model(cfg):
     if err:
         raise ValueError(err)
     return TinyTransformer(**{k: cfg[k] for k in CONFIG_KEYS})
+
+
+def pre_activation_modules(model):
+    """Each encoder layer's linear1, in layer order: its output is the feed-forward
+    pre-activation, the input of the relu|gelu (hook it to watch the activation's kink)."""
+    return [layer.linear1 for layer in model.encoder.layers]

@@ -63,10 +63,24 @@ class CudaBackend final : public Backend {
 
  private:
   // One cuBLASLt matmul, its descriptors and chosen algorithm, built once per distinct GEMM
-  // (shape, transposes, epilogue) and reused every step (linear.cu).
+  // (shape, transposes, epilogue, pointer alignments) and reused every step (linear.cu).
   struct GemmPlan;
-  using GemmKey = std::tuple<int, int, int, int, int, int>;  // m, n, k, transa, transb, epilogue
-  const GemmPlan& gemm_plan(const GemmKey& key);
+  struct GemmPlanDeleter {  // defined in linear.cu, where GemmPlan is complete
+    void operator()(GemmPlan* plan) const noexcept;
+  };
+  // m, n, k, transa, transb, epilogue, alignment in bytes of A/B/C/D (the least of the four,
+  // up to 256), alignment of the bias (0 without): cuBLASLt picks algorithms by alignment too.
+  using GemmKey = std::tuple<int, int, int, int, int, int, int, int>;
+  // The plan for `key`, built on first use; `bias` is the bias pointer of that first use
+  // (its value, never dereferenced, tells the heuristic the bias alignment).
+  const GemmPlan& gemm_plan(const GemmKey& key, const float* bias);
+  // D (m,n) = op(A) (m,k) op(B) (k,n) [+ bias (m) broadcast over columns] + beta D, all
+  // column-major and packed; fp32 in and out (linear.cu).
+  void matmul(int m, int n, int k, bool transa, bool transb, const float* A, const float* B, float* D,
+              const float* bias, float beta);
+  void require_not_capturing(const char* what) const;  // logic_error during graph capture
+  void abandon_capture() noexcept;                     // ends a capture and drops the partial graph
+  void release_resources() noexcept;                   // the destructor's work; also on a failed constructor
 
   CudaOptions options_;
   cudaStream_t stream_ = nullptr;
@@ -77,7 +91,7 @@ class CudaBackend final : public Backend {
   cublasLtHandle_t lt_ = nullptr;
   void* lt_workspace_ = nullptr;  // cuBLASLt workspace, allocated once
   size_t lt_workspace_bytes_ = 0;
-  std::map<GemmKey, std::unique_ptr<GemmPlan>> gemm_plans_;
+  std::map<GemmKey, std::unique_ptr<GemmPlan, GemmPlanDeleter>> gemm_plans_;
   // copy_to_device stages through this pinned buffer so the copy can be asynchronous;
   // staging_done_ marks when the previous copy has left it.
   void* staging_ = nullptr;

@@ -1,0 +1,103 @@
+// Fused softmax + cross-entropy on the GPU, as kernels/cpu/cross_entropy.cpp: per token row,
+// the loss log(sum exp(z - max)) + max - z[target] and, when asked, the logit gradient
+// (softmax - onehot) * dloss_scale / N written over the row. No probability tensor is kept:
+// the softmax is recomputed from the logits when the gradient is written, so dlogits may alias
+// logits. Deterministic: block reductions in a fixed order, no atomics.
+#include <cmath>
+#include <cstdint>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+
+namespace tt {
+
+namespace {
+
+constexpr int kWarp = 32;
+constexpr unsigned kFullMask = 0xffffffffu;
+constexpr int kThreads = 512;
+constexpr int kWarps = kThreads / kWarp;
+
+__device__ __forceinline__ float warp_sum(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
+  return v;
+}
+__device__ __forceinline__ float warp_max(float v) {
+  for (int offset = kWarp / 2; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
+  return v;
+}
+
+// Block reductions (all kThreads threads call; every thread gets bitwise the same result):
+// warp partials into shared memory, then every warp reduces the kWarps partials itself in the
+// same order. The leading barrier keeps a previous reduction's readers ahead of these writers,
+// and it also orders every thread's earlier global reads before anything after the call.
+__device__ __forceinline__ float block_sum(float v, float* partials) {
+  v = warp_sum(v);
+  __syncthreads();
+  if (threadIdx.x % kWarp == 0) partials[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  const int lane = threadIdx.x % kWarp;
+  return warp_sum(lane < kWarps ? partials[lane] : 0.0f);
+}
+__device__ __forceinline__ float block_max(float v, float* partials) {
+  v = warp_max(v);
+  __syncthreads();
+  if (threadIdx.x % kWarp == 0) partials[threadIdx.x / kWarp] = v;
+  __syncthreads();
+  const int lane = threadIdx.x % kWarp;
+  return warp_max(lane < kWarps ? partials[lane] : -INFINITY);
+}
+
+// logits (N,V), targets (N) int32 -> losses (N); dlogits (N,V) or null, may alias logits.
+// Decomposition: one 512-thread block per token row (grid N); threads stride the V logits
+// (coalesced, any V). Pass 1 the row max, pass 2 the sum of exp(z - max) (block reductions),
+// then thread 0 writes the loss and, with dlogits, pass 3 rewrites each logit as its gradient.
+// Aliasing: z[target] is read before the pass-2 reduction, and every read of pass 2 finishes
+// before that reduction's barrier, so no thread overwrites a logit another still needs; in pass 3
+// each thread reads a logit before it writes the same element.
+// A target outside [0, V) gives a NaN loss (the CPU reads out of bounds) and no onehot term.
+__global__ void __launch_bounds__(kThreads)
+    cross_entropy_kernel(float* losses, float* dlogits, const float* logits, const int32_t* __restrict__ targets,
+                         int V, float grad_scale) {
+  __shared__ float partials[kWarps];
+  const int64_t row = blockIdx.x;
+  const float* z = logits + row * V;
+
+  float max_logit = -INFINITY;
+  for (int v = threadIdx.x; v < V; v += kThreads) max_logit = fmaxf(max_logit, z[v]);
+  max_logit = block_max(max_logit, partials);
+
+  const int target = targets[row];
+  const bool target_ok = target >= 0 && target < V;
+  float target_logit = NAN;
+  if (threadIdx.x == 0 && target_ok) target_logit = z[target];  // before any thread can overwrite it
+
+  float sum = 0.0f;
+  for (int v = threadIdx.x; v < V; v += kThreads) sum += expf(z[v] - max_logit);
+  sum = block_sum(sum, partials);
+
+  if (threadIdx.x == 0) losses[row] = logf(sum) + max_logit - target_logit;
+  if (dlogits != nullptr) {
+    const float inv_sum = 1.0f / sum;
+    float* d = dlogits + row * V;
+    for (int v = threadIdx.x; v < V; v += kThreads) {
+      const float prob = expf(z[v] - max_logit) * inv_sum;
+      d[v] = (prob - (v == target ? 1.0f : 0.0f)) * grad_scale;
+    }
+  }
+}
+
+}  // namespace
+
+// logits (N,V), targets (N) -> losses (N); dlogits (N,V) = (softmax - onehot) * dloss_scale / N
+void CudaBackend::cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
+                                                 float dloss_scale) {
+  const int N = static_cast<int>(logits.shape[0]), V = static_cast<int>(logits.shape[1]);
+  if (N <= 0) return;
+  float* dz = dlogits.data ? dlogits.f32() : nullptr;
+  const float grad_scale = dloss_scale / N;  // fp32, as the CPU computes it
+  cross_entropy_kernel<<<N, kThreads, 0, stream_>>>(losses.f32(), dz, logits.f32(), targets.i32(), V, grad_scale);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace tt

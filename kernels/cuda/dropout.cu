@@ -1,0 +1,56 @@
+// Inverted dropout with Philox masks, forward and backward (CUDA). The mask is never
+// stored: both directions recompute it from (seed, step, layer, site, index) with the shared
+// kernels/common/philox.h, so it is the CPU backend's mask bit for bit.
+#include "kernels/common/philox.h"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
+
+namespace tt {
+
+namespace {
+
+// inp (n) -> out (n) = inp * (kept ? 1/(1-p) : 0); out may alias inp
+// Decomposition: one thread per group of 4 consecutive elements (grid-stride over groups):
+// one Philox call gives the 4 uniforms of a group, one 32-bit lane per element, exactly as
+// dropout_uniform defines them. The training step is read from device memory here, when the
+// kernel runs (DropoutMask::key() dereferences mask.step), so a captured graph sees the
+// step the trainer wrote for this step.
+__global__ void dropout_kernel(float* out, const float* inp, int64_t n, DropoutMask mask) {
+  const DropoutKey key = mask.key();
+  const float p = mask.p;
+  const float keep_scale = 1.0f / (1.0f - p);
+  const int64_t groups = (n + 3) / 4;
+  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
+       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
+    const Philox4 bits = dropout_bits4(key, static_cast<uint64_t>(g));
+#pragma unroll
+    for (int lane = 0; lane < 4; ++lane) {
+      const int64_t i = 4 * g + lane;
+      if (i < n) out[i] = inp[i] * (uniform_from_bits(bits.v[lane]) < p ? 0.0f : keep_scale);
+    }
+  }
+}
+
+}  // namespace
+
+// inp (n) -> out (n), may alias; identity when p == 0
+void CudaBackend::dropout_forward(Tensor out, Tensor inp, const DropoutMask& dropout) {
+  const int64_t n = inp.numel();
+  if (n == 0) return;
+  if (dropout.p == 0.0f) {
+    if (out.data != inp.data)
+      CUDA_CHECK(cudaMemcpyAsync(out.data, inp.data, inp.bytes(), cudaMemcpyDeviceToDevice, stream_));
+    return;
+  }
+  dropout_kernel<<<grid_stride_blocks((n + 3) / 4), kThreadsPerBlock, 0, stream_>>>(out.f32(), inp.f32(), n,
+                                                                                      dropout);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+// dout (n) -> dinp (n), may alias: the same mask and scale as the forward
+void CudaBackend::dropout_backward(Tensor dinp, Tensor dout, const DropoutMask& dropout) {
+  dropout_forward(dinp, dout, dropout);
+}
+
+}  // namespace tt

@@ -1,0 +1,246 @@
+// Linear layer y = x W^T + b with PyTorch's weight layout (out_features, in_features),
+// forward and backward (CUDA): the three GEMMs through cuBLASLt (bias fused into the forward
+// GEMM's epilogue), the bias gradient by our own deterministic column-sum kernel.
+//
+// ---- Row-major tensors, column-major cuBLASLt ----
+// cuBLASLt reads matrices column-major. A row-major (r,c) matrix X with row stride c is, byte
+// for byte, the column-major (c,r) matrix X^T with leading dimension c. So every row-major
+// tensor below is handed to cuBLASLt as its transpose, and each product is rewritten so that
+// its column-major result is the transpose of the row-major result we want:
+//
+//   forward  out (N,O) = inp (N,I) W^T     <=>  out^T (O,N) = W (O,I) inp^T (I,N)
+//     A = W:   stored column-major as W^T (I,O), ld I; we need W, so op(A) = T.   m = O, k = I
+//     B = inp: stored as inp^T (I,N), ld I; we need inp^T, so op(B) = N.         n = N
+//     D = out^T (O,N), ld O. The bias epilogue adds a vector of length m = O (rows of D) to
+//     every column, i.e. to every token: exactly out[n][o] += b[o].
+//
+//   backward dinp (N,I) = dout (N,O) W (O,I)  <=>  dinp^T (I,N) = W^T (I,O) dout^T (O,N)
+//     A = W:    stored as W^T (I,O), ld I; op(A) = N.                             m = I, k = O
+//     B = dout: stored as dout^T (O,N), ld O; op(B) = N.                          n = N
+//     D = dinp^T (I,N), ld I; beta = 0 (input gradients are overwritten).
+//
+//   backward dW (O,I) += dout^T (O,N) inp (N,I)  <=>  dW^T (I,O) += inp^T (I,N) dout (N,O)
+//     A = inp:  stored as inp^T (I,N), ld I; op(A) = N.                           m = I, k = N
+//     B = dout: stored as dout^T (O,N), ld O; we need dout (N,O), so op(B) = T.   n = O
+//     D = dW^T (I,O), ld I; beta = 1 (parameter gradients accumulate; C = D in place).
+//
+// Every matrix is packed (leading dimension = stored rows), so (m, n, k, transa, transb)
+// determines all three layouts.
+#include <algorithm>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/launch.h"
+
+namespace tt {
+
+// The descriptors and chosen algorithm of one GEMM; built once (first use, which the trainer's
+// eager first step makes happen before graph capture) and reused every step.
+struct CudaBackend::GemmPlan {
+  cublasLtMatmulDesc_t desc = nullptr;
+  cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // C and D share one layout
+  cublasLtMatmulAlgo_t algo{};
+
+  GemmPlan() = default;
+  GemmPlan(const GemmPlan&) = delete;
+  GemmPlan& operator=(const GemmPlan&) = delete;
+  ~GemmPlan() {  // statuses ignored: destruction must not throw
+    if (c) cublasLtMatrixLayoutDestroy(c);
+    if (b) cublasLtMatrixLayoutDestroy(b);
+    if (a) cublasLtMatrixLayoutDestroy(a);
+    if (desc) cublasLtMatmulDescDestroy(desc);
+  }
+};
+
+void CudaBackend::GemmPlanDeleter::operator()(GemmPlan* plan) const noexcept { delete plan; }
+
+namespace {
+
+// The largest power of two (up to 256, cuBLASLt's default assumption) dividing the address.
+int pointer_alignment(const void* ptr) {
+  const uintptr_t address = reinterpret_cast<uintptr_t>(ptr);
+  int alignment = 256;
+  while (alignment > 1 && address % alignment != 0) alignment /= 2;
+  return alignment;
+}
+
+// Destroys a matmul preference when it goes out of scope (also when a check throws).
+struct PreferenceGuard {
+  cublasLtMatmulPreference_t pref = nullptr;
+  ~PreferenceGuard() {
+    if (pref) cublasLtMatmulPreferenceDestroy(pref);
+  }
+};
+
+}  // namespace
+
+const CudaBackend::GemmPlan& CudaBackend::gemm_plan(const GemmKey& key, const float* bias) {
+  auto found = gemm_plans_.find(key);
+  if (found != gemm_plans_.end()) return *found->second;
+
+  const auto [m, n, k, transa, transb, epilogue, alignment, bias_alignment] = key;
+  (void)bias_alignment;  // part of the key; the heuristic reads it from the bias pointer itself
+  std::unique_ptr<GemmPlan, GemmPlanDeleter> plan(new GemmPlan);
+
+  // fp32 in, fp32 accumulate and out; TF32 tensor cores only when the user asked for them.
+  const cublasComputeType_t compute = options_.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
+  const int32_t op_a = transa ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const int32_t op_b = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
+  const uint32_t epi = static_cast<uint32_t>(epilogue);
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
+  CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
+  if (epi == CUBLASLT_EPILOGUE_BIAS)  // the heuristic uses the pointer's value to learn its alignment
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+
+  // Layouts of the matrices as stored: op(A) is (m,k), so A is (k,m) when transposed.
+  const uint64_t a_rows = transa ? k : m, a_cols = transa ? m : k;
+  const uint64_t b_rows = transb ? n : k, b_cols = transb ? k : n;
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_32F, a_rows, a_cols, static_cast<int64_t>(a_rows)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_32F, b_rows, b_cols, static_cast<int64_t>(b_rows)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_32F, m, n, m));
+
+  // Ask for the heuristic's best algorithm that fits our workspace and our pointers'
+  // alignment (cuBLASLt assumes 256-byte aligned matrices unless told otherwise).
+  PreferenceGuard pref;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceCreate(&pref.pref));
+  const uint64_t workspace = lt_workspace_bytes_;
+  CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                    &workspace, sizeof(workspace)));
+  const uint32_t align = static_cast<uint32_t>(alignment);
+  for (cublasLtMatmulPreferenceAttributes_t attr :
+       {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+    CUBLAS_CHECK(cublasLtMatmulPreferenceSetAttribute(pref.pref, attr, &align, sizeof(align)));
+
+  cublasLtMatmulHeuristicResult_t result{};
+  int returned = 0;
+  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref.pref, 1,
+                                              &result, &returned));
+  if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+    throw std::runtime_error("cuBLASLt has no fp32 algorithm for the GEMM m=" + std::to_string(m) +
+                             " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+                             " transa=" + std::to_string(transa) + " transb=" + std::to_string(transb) +
+                             " epilogue=" + std::to_string(epilogue) + " alignment=" + std::to_string(alignment));
+  plan->algo = result.algo;
+
+  const GemmPlan& ref = *plan;
+  gemm_plans_.emplace(key, std::move(plan));
+  return ref;
+}
+
+void CudaBackend::matmul(int m, int n, int k, bool transa, bool transb, const float* A, const float* B, float* D,
+                         const float* bias, float beta) {
+  const int epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  const int alignment = std::min({pointer_alignment(A), pointer_alignment(B), pointer_alignment(D)});
+  const GemmKey key{m, n, k, transa ? 1 : 0, transb ? 1 : 0, epilogue, alignment, bias ? pointer_alignment(bias) : 0};
+  const GemmPlan& plan = gemm_plan(key, bias);
+  // The bias pointer differs per layer while the plan is shared: set it for this call (the
+  // descriptor is read when the matmul is enqueued, so this is safe during graph capture too).
+  if (bias)
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  const float alpha = 1.0f;  // host scalars (the default pointer mode), read at enqueue time
+  CUBLAS_CHECK(cublasLtMatmul(lt_, plan.desc, &alpha, A, plan.a, B, plan.b, &beta, D, plan.c, D, plan.c, &plan.algo,
+                              lt_workspace_, lt_workspace_bytes_, stream_));
+}
+
+namespace {
+
+// in (rows, cols) row-major -> out (ceil(rows / rows_per_chunk), cols): out[j][c] is the sum
+// of in[r][c] over the rows r of chunk j, added in increasing r; with `accumulate` it is
+// added to out instead of stored.
+// Decomposition: one thread per (column, chunk); blockIdx.y is the chunk, and the threads of
+// a block take consecutive columns, so every row read is coalesced. No atomics: each output
+// element has exactly one writer, and its sum has a fixed order, so results are the same
+// bits on every run.
+__global__ void column_sums_kernel(float* out, const float* in, int rows, int cols, int rows_per_chunk,
+                                   bool accumulate) {
+  const int col = blockIdx.x * blockDim.x + threadIdx.x;
+  if (col >= cols) return;
+  const int chunk = blockIdx.y;
+  const int64_t begin = static_cast<int64_t>(chunk) * rows_per_chunk;
+  const int64_t end = begin + rows_per_chunk < rows ? begin + rows_per_chunk : rows;
+  float sum = 0.0f;
+  for (int64_t r = begin; r < end; ++r) sum += in[r * cols + col];
+  float* dst = out + static_cast<int64_t>(chunk) * cols + col;
+  if (accumulate)
+    *dst += sum;
+  else
+    *dst = sum;
+}
+
+void launch_column_sums(float* out, const float* in, int rows, int cols, int rows_per_chunk, bool accumulate,
+                        cudaStream_t stream) {
+  const int threads = 128;
+  const dim3 grid(static_cast<unsigned int>(ceil_div(cols, threads)),
+                  static_cast<unsigned int>(ceil_div(rows, rows_per_chunk)));
+  column_sums_kernel<<<grid, threads, 0, stream>>>(out, in, rows, cols, rows_per_chunk, accumulate);
+  CUDA_CHECK(cudaGetLastError());
+}
+
+// bias (O) -> out (N,O): every row of out set to the bias
+// Decomposition: one thread per element of out (grid-stride), consecutive threads on consecutive columns.
+__global__ void broadcast_rows_kernel(float* out, const float* bias, int64_t N, int O) {
+  const int64_t total = N * O;
+  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
+       i += static_cast<int64_t>(gridDim.x) * blockDim.x)
+    out[i] = bias[i % O];
+}
+
+}  // namespace
+
+// inp (N,I), weight (O,I), bias (O) or null -> out (N,O)
+void CudaBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) {
+  const int N = static_cast<int>(inp.shape[0]), I = static_cast<int>(inp.shape[1]);
+  const int O = static_cast<int>(weight.shape[0]);
+  const float* b = bias.data ? bias.f32() : nullptr;
+  // out^T (O,N) = op_T(W^T (I,O)) inp^T (I,N) [+ b]; see the derivation at the top.
+  // The bias epilogue wants an aligned bias vector (the engine's arena aligns every tensor to
+  // 64 bytes). For a bias that is not 16-byte aligned, do as the CPU backend does: fill out
+  // with the bias, then let the GEMM add onto it (beta = 1).
+  if (b && reinterpret_cast<uintptr_t>(b) % 16 != 0) {
+    broadcast_rows_kernel<<<grid_stride_blocks(static_cast<int64_t>(N) * O), kThreadsPerBlock, 0, stream_>>>(
+        out.f32(), b, N, O);
+    CUDA_CHECK(cudaGetLastError());
+    matmul(O, N, I, /*transa=*/true, /*transb=*/false, weight.f32(), inp.f32(), out.f32(), nullptr, 1.0f);
+    return;
+  }
+  matmul(O, N, I, /*transa=*/true, /*transb=*/false, weight.f32(), inp.f32(), out.f32(), b, 0.0f);
+}
+
+// dout (N,O) -> dinp (N,I) = dout W (skipped when null), dweight (O,I) += dout^T inp,
+// dbias (O) += column sums of dout
+void CudaBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) {
+  const int N = static_cast<int>(inp.shape[0]), I = static_cast<int>(inp.shape[1]);
+  const int O = static_cast<int>(weight.shape[0]);
+  const float* d = dout.f32();
+  // dinp^T (I,N) = W^T (I,O) dout^T (O,N), overwritten
+  if (dinp.data) matmul(I, N, O, false, false, weight.f32(), d, dinp.f32(), nullptr, 0.0f);
+  // dW^T (I,O) += inp^T (I,N) op_T(dout^T (O,N)), accumulated in place
+  matmul(I, O, N, false, true, inp.f32(), d, dweight.f32(), nullptr, 1.0f);
+
+  if (dbias.data) {
+    // Column sums of dout in two deterministic passes: partial sums over chunks of rows into
+    // reduce_scratch_ (chunks, O), then the chunks summed in order and added to dbias. Chunks
+    // of 32 rows give N/32 x O threads in the first pass; fewer, longer chunks when the
+    // scratch or the grid's y-limit would overflow.
+    const int64_t max_chunks =
+        std::min<int64_t>(65535, static_cast<int64_t>(kReduceScratchFloats) / std::max(O, 1));
+    int64_t rows_per_chunk = 32;
+    if (ceil_div(N, rows_per_chunk) > max_chunks) rows_per_chunk = ceil_div(N, std::max<int64_t>(max_chunks, 1));
+    const int64_t chunks = ceil_div(N, rows_per_chunk);
+    if (chunks <= 1 || max_chunks < 1) {
+      launch_column_sums(dbias.f32(), d, N, O, N, /*accumulate=*/true, stream_);  // one pass, straight into dbias
+    } else {
+      launch_column_sums(reduce_scratch_, d, N, O, static_cast<int>(rows_per_chunk), false, stream_);
+      launch_column_sums(dbias.f32(), reduce_scratch_, static_cast<int>(chunks), O, static_cast<int>(chunks), true,
+                         stream_);
+    }
+  }
+}
+
+}  // namespace tt

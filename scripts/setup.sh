@@ -1,0 +1,24 @@
+#!/usr/bin/env bash
+# Installs what tinytrain builds and tests with (Debian 12 packages), then configures and
+# builds it in build/. Safe to re-run: apt is only called for packages that are missing.
+# The CUDA toolkit is used when present at /usr/local/cuda (or nvcc on PATH); without it
+# the CPU engine builds alone.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+packages=(cmake ninja-build g++ libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev
+          libgtest-dev googletest python3-torch)
+missing=()
+for p in "${packages[@]}"; do
+  dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup: installing ${missing[*]}"
+  sudo_cmd=""
+  [ "$(id -u)" -ne 0 ] && sudo_cmd="sudo"
+  $sudo_cmd apt-get update -q
+  DEBIAN_FRONTEND=noninteractive $sudo_cmd apt-get install -y -q --no-install-recommends "${missing[@]}"
+fi
+
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j "$(nproc)"

@@ -1,0 +1,8 @@
+#!/usr/bin/env bash
+# The main job: set up, build, and run the seed workload (TinyTransformer, 100 steps of
+# random tokens, batch 16, seq 64) on the GPU when one works, otherwise on the CPU.
+# Extra arguments go to `tinytrain train` (e.g. --steps 20, --backend cpu).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+scripts/setup.sh >/dev/null
+exec build/tinytrain train "$@"

@@ -1,0 +1,265 @@
+// Helpers for tests that drive the real tinytrain binary: run a command with stdout, stderr
+// and the exit status captured separately and a hard timeout (a hang fails, it never blocks
+// the suite), a scratch directory per test, and a small raw safetensors reader/writer that
+// works on the file's bytes directly (independent of engine/safetensors), so a test can
+// build exactly the malformed file it wants.
+#pragma once
+#include <fcntl.h>
+#include <gtest/gtest.h>
+#include <signal.h>
+#include <stdlib.h>  // mkdtemp
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+namespace tt::test {
+
+namespace fs = std::filesystem;
+
+// ---- running a command ----
+
+struct CliResult {
+  std::string out, err;      // everything written to stdout / stderr
+  int exit_code = -1;        // valid when exited
+  bool exited = false;       // WIFEXITED
+  bool signaled = false;     // WIFSIGNALED (a crash: SIGSEGV, SIGABRT, ...), timeouts excluded
+  int signal = 0;
+  bool timed_out = false;    // killed by us after the timeout
+  std::string command;       // for messages
+
+  std::vector<std::string> out_lines() const { return split_lines(out); }
+  std::vector<std::string> err_lines() const { return split_lines(err); }
+
+  static std::vector<std::string> split_lines(const std::string& text) {
+    std::vector<std::string> lines;
+    std::istringstream in(text);
+    std::string line;
+    while (std::getline(in, line)) lines.push_back(line);
+    return lines;
+  }
+
+  // Everything a failure message needs to show what the binary did.
+  std::string describe() const {
+    std::ostringstream s;
+    s << "command: " << command << "\n";
+    if (timed_out) s << "TIMED OUT\n";
+    if (signaled) s << "killed by signal " << signal << " (" << strsignal(signal) << ")\n";
+    if (exited) s << "exit status " << exit_code << "\n";
+    s << "--- stdout (" << out.size() << " bytes) ---\n" << out << "\n--- stderr (" << err.size() << " bytes) ---\n"
+      << err << "\n---";
+    return s.str();
+  }
+};
+
+inline std::string read_whole_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  std::ostringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+// Runs argv[0] (a path, no PATH lookup) with the given arguments. stdout and stderr go to
+// files in scratch_dir (pipes could deadlock on large output while we poll for exit); stdin is
+// /dev/null. After timeout_s the process is killed with SIGKILL and timed_out is set.
+inline CliResult run_command(const std::vector<std::string>& argv, const std::string& scratch_dir,
+                             double timeout_s = 60.0) {
+  CliResult r;
+  for (const std::string& a : argv) r.command += (r.command.empty() ? "" : " ") + a;
+  static int counter = 0;
+  const std::string tag = scratch_dir + "/run" + std::to_string(counter++);
+  const std::string out_path = tag + ".stdout", err_path = tag + ".stderr";
+
+  std::vector<char*> args;
+  for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
+  args.push_back(nullptr);
+
+  const pid_t pid = fork();
+  if (pid < 0) {
+    ADD_FAILURE() << "fork failed: " << std::strerror(errno);
+    return r;
+  }
+  if (pid == 0) {  // child: only async-signal-safe calls until exec
+    const int in = open("/dev/null", O_RDONLY);
+    const int out = open(out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    const int err = open(err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    if (in < 0 || out < 0 || err < 0) _exit(126);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(err, 2);
+    execv(args[0], args.data());
+    _exit(127);
+  }
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
+  for (;;) {
+    const pid_t done = waitpid(pid, &status, WNOHANG);
+    if (done == pid) break;
+    if (done < 0 && errno != EINTR) {
+      ADD_FAILURE() << "waitpid failed: " << std::strerror(errno);
+      return r;
+    }
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      r.timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(std::chrono::milliseconds(5));
+  }
+  r.out = read_whole_file(out_path);
+  r.err = read_whole_file(err_path);
+  std::error_code ec;
+  fs::remove(out_path, ec);
+  fs::remove(err_path, ec);
+  if (WIFEXITED(status)) {
+    r.exited = true;
+    r.exit_code = WEXITSTATUS(status);
+  } else if (WIFSIGNALED(status) && !r.timed_out) {
+    r.signaled = true;
+    r.signal = WTERMSIG(status);
+  }
+  return r;
+}
+
+// ---- a scratch directory per test ----
+
+class ScratchDir {
+ public:
+  ScratchDir() {
+    char tmpl[] = "/tmp/tt_cli_XXXXXX";
+    if (mkdtemp(tmpl) == nullptr) ADD_FAILURE() << "mkdtemp failed: " << std::strerror(errno);
+    path_ = tmpl;
+  }
+  ~ScratchDir() {
+    std::error_code ec;
+    fs::remove_all(path_, ec);
+  }
+  ScratchDir(const ScratchDir&) = delete;
+  ScratchDir& operator=(const ScratchDir&) = delete;
+
+  const std::string& path() const { return path_; }
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+  // Writes bytes exactly as given; returns the path.
+  std::string write(const std::string& name, const std::string& bytes) const {
+    const std::string p = file(name);
+    std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+    return p;
+  }
+
+ private:
+  std::string path_;
+};
+
+// ---- raw safetensors ----
+
+// 8-byte little-endian header length, the header text as given, then the data section.
+// header_len defaults to the header's own length; give another to build a lying file.
+inline std::string raw_safetensors(const std::string& header, const std::string& data = "",
+                                   uint64_t header_len = UINT64_MAX) {
+  if (header_len == UINT64_MAX) header_len = header.size();
+  std::string bytes(8, '\0');
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header_len >> (8 * i)) & 0xff);
+  return bytes + header + data;
+}
+
+// A safetensors file decoded into editable parts: metadata and tensors (in data order), each
+// with its own bytes. write() lays the tensors out contiguously again, so dropping a tensor or
+// resizing one never leaves gaps or stale offsets.
+struct RawTensor {
+  std::string name;
+  std::string dtype;
+  std::vector<int64_t> shape;
+  std::string bytes;
+
+  int32_t get_i32(size_t i) const {
+    int32_t v;
+    std::memcpy(&v, bytes.data() + 4 * i, 4);
+    return v;
+  }
+  void set_i32(size_t i, int32_t v) { std::memcpy(&bytes[4 * i], &v, 4); }
+};
+
+struct RawSafetensors {
+  nlohmann::ordered_json metadata = nlohmann::ordered_json::object();
+  std::vector<RawTensor> tensors;
+
+  // Parses a well-formed file (the committed references); fails the test otherwise.
+  static RawSafetensors load(const std::string& path) {
+    RawSafetensors st;
+    const std::string bytes = read_whole_file(path);
+    if (bytes.size() < 8) {
+      ADD_FAILURE() << path << ": too short to be safetensors";
+      return st;
+    }
+    uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+    const nlohmann::ordered_json header = nlohmann::ordered_json::parse(bytes.substr(8, n));
+    const std::string data = bytes.substr(8 + n);
+    for (const auto& item : header.items()) {
+      if (item.key() == "__metadata__") {
+        st.metadata = item.value();
+        continue;
+      }
+      RawTensor t;
+      t.name = item.key();
+      t.dtype = item.value().at("dtype").get<std::string>();
+      t.shape = item.value().at("shape").get<std::vector<int64_t>>();
+      const uint64_t b = item.value().at("data_offsets")[0].get<uint64_t>();
+      const uint64_t e = item.value().at("data_offsets")[1].get<uint64_t>();
+      t.bytes = data.substr(b, e - b);
+      st.tensors.push_back(std::move(t));
+    }
+    std::stable_sort(st.tensors.begin(), st.tensors.end(),
+                     [&](const RawTensor& a, const RawTensor& b) {
+                       return header.at(a.name).at("data_offsets")[0].get<uint64_t>() <
+                              header.at(b.name).at("data_offsets")[0].get<uint64_t>();
+                     });
+    return st;
+  }
+
+  RawTensor* find(const std::string& name) {
+    for (RawTensor& t : tensors)
+      if (t.name == name) return &t;
+    ADD_FAILURE() << "no tensor '" << name << "' in the reference";
+    return nullptr;
+  }
+  bool erase(const std::string& name) {
+    const auto it = std::find_if(tensors.begin(), tensors.end(), [&](const RawTensor& t) { return t.name == name; });
+    if (it == tensors.end()) return false;
+    tensors.erase(it);
+    return true;
+  }
+
+  // The metadata 'config' (a JSON string) as JSON, and back.
+  nlohmann::ordered_json config() const { return nlohmann::ordered_json::parse(metadata.at("config").get<std::string>()); }
+  void set_config(const nlohmann::ordered_json& c) { metadata["config"] = c.dump(); }
+
+  // The bytes of the file: header padded with spaces to a multiple of 8, then the tensors.
+  std::string serialize() const {
+    nlohmann::ordered_json header = nlohmann::ordered_json::object();
+    if (!metadata.empty()) header["__metadata__"] = metadata;
+    std::string data;
+    for (const RawTensor& t : tensors) {
+      header[t.name] = {{"dtype", t.dtype}, {"shape", t.shape}, {"data_offsets", {data.size(), data.size() + t.bytes.size()}}};
+      data += t.bytes;
+    }
+    std::string text = header.dump();
+    text.append((8 - text.size() % 8) % 8, ' ');
+    return raw_safetensors(text, data);
+  }
+};
+
+}  // namespace tt::test

@@ -1,0 +1,639 @@
+// End-to-end tests of the tinytrain command line, run as a separate process the way a user
+// runs it. Every bad input (a config flag, an unknown flag, a broken or inconsistent
+// reference file) must end in: a non-zero exit status, no crash, no hang, and exactly one
+// line on stderr, "error: ...", that names the problem. Good inputs must work: verify passes
+// on every committed reference, train logs in its documented format, deterministically.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cctype>
+#include <cstdio>
+#include <initializer_list>
+#include <map>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include "tests/cli_test_util.h"
+
+namespace tt::test {
+namespace {
+
+const std::string kBin = TINYTRAIN_BIN;
+const std::string kSourceDir = TINYTRAIN_SOURCE_DIR;
+const std::string kSeedSmall = kSourceDir + "/tests/data/seed_small.safetensors";
+
+// A small model so the train cases run in milliseconds. Each flag appears once on the
+// command line (CLI11 rejects a repeated flag), so a case overrides entries of this map.
+using Flags = std::vector<std::pair<std::string, std::string>>;
+const Flags kSmallModel = {{"--vocab-size", "64"}, {"--d-model", "32"}, {"--n-head", "4"},   {"--d-ff", "64"},
+                           {"--seq", "16"},        {"--batch", "2"},    {"--max-seq-len", "16"},
+                           {"--steps", "2"},       {"--backend", "cpu"}, {"--threads", "1"}};
+
+// kSmallModel with the overrides replacing (or adding to) its entries, as argv for `train`.
+std::vector<std::string> train_args(const Flags& overrides) {
+  Flags flags = kSmallModel;
+  for (const auto& [flag, value] : overrides) {
+    auto it = std::find_if(flags.begin(), flags.end(), [&](const auto& f) { return f.first == flag; });
+    if (it != flags.end())
+      it->second = value;
+    else
+      flags.emplace_back(flag, value);
+  }
+  std::vector<std::string> argv = {kBin, "train"};
+  for (const auto& [flag, value] : flags) {
+    argv.push_back(flag);
+    argv.push_back(value);
+  }
+  return argv;
+}
+
+std::vector<std::string> verify_args(const std::string& reference) {
+  return {kBin, "verify", reference, "--backend", "cpu", "--threads", "1"};
+}
+
+bool contains(const std::string& text, const std::string& phrase) { return text.find(phrase) != std::string::npos; }
+
+std::string lower(std::string s) {
+  for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
+  return s;
+}
+
+// The contract for a bad input. Each of `phrases` must appear in the error line (each entry
+// of a phrase group separated by '|' is an alternative).
+// Returns false (after one failure naming what happened) when the command did not even fail.
+bool expect_user_error(const CliResult& r, std::initializer_list<std::string> phrases) {
+  if (r.timed_out || r.signaled || !r.exited || r.exit_code == 0) {
+    ADD_FAILURE() << (r.timed_out  ? "the command hung"
+                      : r.signaled ? "the command crashed"
+                      : r.exited   ? "bad input accepted: exit status 0"
+                                   : "the command did not exit normally")
+                  << "\n" << r.describe();
+    return false;
+  }
+  SCOPED_TRACE(r.describe());
+  EXPECT_NE(r.exit_code, 134) << "looks like an abort";
+  EXPECT_NE(r.exit_code, 139) << "looks like a segfault";
+  EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << "main.cpp documents exit 1 (2 for bad flags)";
+
+  // Exactly one line, newline-terminated, starting with "error: " and saying something.
+  if (r.err.empty()) {
+    ADD_FAILURE() << "no error message on stderr";
+    return true;
+  }
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr must be exactly one line";
+  EXPECT_EQ(r.err.back(), '\n') << "the error line must end with a newline";
+  const std::string line = r.err.substr(0, r.err.find('\n'));
+  EXPECT_EQ(line.rfind("error: ", 0), 0u) << "the line must start with 'error: '";
+  EXPECT_GT(line.size(), std::string("error: ").size() + 5) << "the error line says nothing";
+  for (const std::string& group : phrases) {
+    bool found = false;
+    size_t start = 0;
+    while (!found) {
+      const size_t bar = group.find('|', start);
+      const std::string alt = group.substr(start, bar == std::string::npos ? std::string::npos : bar - start);
+      found = contains(line, alt);
+      if (bar == std::string::npos) break;
+      start = bar + 1;
+    }
+    EXPECT_TRUE(found) << "the error line does not name the problem: expected '" << group << "' in: " << line;
+  }
+  EXPECT_FALSE(contains(r.out, "(PASS)")) << "a failed command must not report a pass";
+  return true;
+}
+
+// A train error found by validation: reported before anything runs, so stdout stays empty.
+void expect_train_config_error(const Flags& overrides, std::initializer_list<std::string> phrases) {
+  ScratchDir dir;
+  const CliResult r = run_command(train_args(overrides), dir.path());
+  if (expect_user_error(r, phrases)) {
+    EXPECT_EQ(r.out, "") << "nothing may run before the config is validated\n" << r.describe();
+  }
+}
+
+// The harness itself: a crash, a hang and a clean exit are told apart, stdout and stderr are
+// kept apart. Otherwise every test below could pass for the wrong reason.
+TEST(CliHarness, SeesExitStatusSignalsAndTimeouts) {
+  ScratchDir dir;
+  const CliResult ok = run_command({"/bin/sh", "-c", "echo out; echo err >&2; exit 3"}, dir.path());
+  EXPECT_TRUE(ok.exited && !ok.signaled && !ok.timed_out);
+  EXPECT_EQ(ok.exit_code, 3);
+  EXPECT_EQ(ok.out, "out\n");
+  EXPECT_EQ(ok.err, "err\n");
+  const CliResult crash = run_command({"/bin/sh", "-c", "kill -SEGV $$"}, dir.path());
+  EXPECT_TRUE(crash.signaled && !crash.exited) << crash.describe();
+  EXPECT_EQ(crash.signal, SIGSEGV);
+  const CliResult hang = run_command({"/bin/sh", "-c", "sleep 30"}, dir.path(), 0.3);
+  EXPECT_TRUE(hang.timed_out && !hang.signaled && !hang.exited) << hang.describe();
+}
+
+// ============================================================================================
+// train: invalid configs and bad flags
+// ============================================================================================
+
+TEST(CliTrainConfig, NHeadDoesNotDivideDModel) {
+  expect_train_config_error({{"--d-model", "128"}, {"--n-head", "3"}}, {"n_head", "d_model"});
+}
+
+TEST(CliTrainConfig, ZeroDModel) { expect_train_config_error({{"--d-model", "0"}}, {"d_model", "positive"}); }
+TEST(CliTrainConfig, NegativeNLayer) { expect_train_config_error({{"--n-layer", "-1"}}, {"n_layer"}); }
+TEST(CliTrainConfig, ZeroBatch) { expect_train_config_error({{"--batch", "0"}}, {"batch"}); }
+TEST(CliTrainConfig, NegativeBatch) { expect_train_config_error({{"--batch", "-3"}}, {"batch"}); }
+TEST(CliTrainConfig, ZeroSeq) { expect_train_config_error({{"--seq", "0"}}, {"seq"}); }
+TEST(CliTrainConfig, ZeroVocabSize) { expect_train_config_error({{"--vocab-size", "0"}}, {"vocab_size"}); }
+TEST(CliTrainConfig, ZeroDFf) { expect_train_config_error({{"--d-ff", "0"}}, {"d_ff"}); }
+TEST(CliTrainConfig, ZeroNHead) { expect_train_config_error({{"--n-head", "0"}}, {"n_head"}); }
+TEST(CliTrainConfig, NegativeSteps) { expect_train_config_error({{"--steps", "-1"}}, {"steps"}); }
+TEST(CliTrainConfig, DropoutOne) { expect_train_config_error({{"--dropout", "1"}}, {"dropout"}); }
+TEST(CliTrainConfig, DropoutNegative) { expect_train_config_error({{"--dropout", "-0.1"}}, {"dropout"}); }
+TEST(CliTrainConfig, DropoutNaN) { expect_train_config_error({{"--dropout", "nan"}}, {"dropout"}); }
+TEST(CliTrainConfig, UnknownActivation) { expect_train_config_error({{"--activation", "swish"}}, {"activation", "swish"}); }
+TEST(CliTrainConfig, UnknownPosEmbedding) {
+  expect_train_config_error({{"--pos-embedding", "rotary"}}, {"pos_embedding|pos-embedding", "rotary"});
+}
+TEST(CliTrainConfig, SeqExceedsMaxSeqLen) {
+  expect_train_config_error({{"--seq", "100"}, {"--max-seq-len", "64"}}, {"seq", "max_seq_len"});
+}
+TEST(CliTrainConfig, LayerNormEpsZero) { expect_train_config_error({{"--layer-norm-eps", "0"}}, {"layer_norm_eps"}); }
+TEST(CliTrainConfig, NegativeLr) { expect_train_config_error({{"--lr", "-1"}}, {"lr"}); }
+TEST(CliTrainConfig, InfiniteLr) { expect_train_config_error({{"--lr", "inf"}}, {"lr"}); }
+TEST(CliTrainConfig, Beta1One) { expect_train_config_error({{"--beta1", "1"}}, {"beta1"}); }
+TEST(CliTrainConfig, Beta2One) { expect_train_config_error({{"--beta2", "1"}}, {"beta2"}); }
+TEST(CliTrainConfig, EpsZero) { expect_train_config_error({{"--eps", "0"}}, {"eps"}); }
+TEST(CliTrainConfig, NegativeWeightDecay) { expect_train_config_error({{"--weight-decay", "-1"}}, {"weight_decay"}); }
+TEST(CliTrainConfig, UnknownFlag) { expect_train_config_error({{"--frobnicate", "1"}}, {"--frobnicate"}); }
+TEST(CliTrainConfig, NonNumericValue) { expect_train_config_error({{"--batch", "abc"}}, {"--batch", "abc"}); }
+TEST(CliTrainConfig, NonBooleanValue) { expect_train_config_error({{"--causal", "maybe"}}, {"--causal", "maybe"}); }
+TEST(CliTrainConfig, UnknownBackend) { expect_train_config_error({{"--backend", "tpu"}}, {"backend", "tpu"}); }
+
+// --seed is unsigned 64-bit: a negative value or one past 2^64 - 1 is a typo, not a seed.
+TEST(CliTrainConfig, NegativeSeed) { expect_train_config_error({{"--seed", "-1"}}, {"seed"}); }
+TEST(CliTrainConfig, SeedOutOfRange) {
+  expect_train_config_error({{"--seed", "18446744073709551616"}}, {"seed"});
+}
+TEST(CliTrainConfig, IntOutOfRange) { expect_train_config_error({{"--batch", "99999999999"}}, {"--batch"}); }
+
+TEST(CliTrainConfig, ZeroLogEvery) {
+  // The message must name the flag, say what is allowed, and be short enough to read on one
+  // terminal line (a range printed as 0.000000 to DBL_MAX in 309 digits is neither).
+  ScratchDir dir;
+  const CliResult r = run_command(train_args({{"--log-every", "0"}}), dir.path());
+  expect_user_error(r, {"--log-every", "positive|at least 1|>= 1|> 0"});
+  EXPECT_LT(r.err.size(), 200u) << "an unreadably long error line: " << r.err;
+}
+
+TEST(CliTrainConfig, RepeatedFlagNamesTheFlag) {
+  ScratchDir dir;
+  std::vector<std::string> argv = train_args({});
+  argv.push_back("--batch");
+  argv.push_back("4");
+  expect_user_error(run_command(argv, dir.path()), {"--batch"});
+}
+
+TEST(CliCommand, NoSubcommand) {
+  ScratchDir dir;
+  expect_user_error(run_command({kBin}, dir.path()), {"subcommand"});
+}
+
+TEST(CliCommand, UnknownSubcommand) {
+  ScratchDir dir;
+  expect_user_error(run_command({kBin, "frobnicate"}, dir.path()), {"frobnicate"});
+}
+
+TEST(CliCommand, VerifyWithoutReference) {
+  ScratchDir dir;
+  expect_user_error(run_command({kBin, "verify", "--backend", "cpu"}, dir.path()), {"reference"});
+}
+
+// ============================================================================================
+// verify: bad files
+// ============================================================================================
+
+class CliVerifyBadFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    ASSERT_TRUE(fs::exists(kSeedSmall)) << kSeedSmall;
+    seed_bytes_ = read_whole_file(kSeedSmall);
+    seed_ = RawSafetensors::load(kSeedSmall);
+  }
+
+  // Runs verify on the given bytes and checks the error contract.
+  CliResult verify_bytes(const std::string& bytes, std::initializer_list<std::string> phrases) {
+    const std::string path = dir_.write("bad.safetensors", bytes);
+    CliResult r = run_command(verify_args(path), dir_.path());
+    expect_user_error(r, phrases);
+    return r;
+  }
+  CliResult verify_file(const RawSafetensors& st, std::initializer_list<std::string> phrases) {
+    return verify_bytes(st.serialize(), phrases);
+  }
+
+  ScratchDir dir_;
+  std::string seed_bytes_;
+  RawSafetensors seed_;
+};
+
+TEST_F(CliVerifyBadFile, RewrittenSeedSmallStillPasses) {
+  // The raw writer used by the cases below, applied with no change, gives a valid reference:
+  // so each case's error is due to its one change.
+  const std::string path = dir_.write("same.safetensors", seed_.serialize());
+  const CliResult r = run_command(verify_args(path), dir_.path());
+  EXPECT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  EXPECT_TRUE(contains(r.out, " 0 failed")) << r.describe();
+}
+
+TEST_F(CliVerifyBadFile, NonexistentPath) {
+  const CliResult r = run_command(verify_args(dir_.file("no_such.safetensors")), dir_.path());
+  expect_user_error(r, {"no_such.safetensors", "No such file|not found|does not exist"});
+}
+
+TEST_F(CliVerifyBadFile, Directory) {
+  const CliResult r = run_command(verify_args(dir_.path()), dir_.path());
+  expect_user_error(r, {"directory"});
+}
+
+TEST_F(CliVerifyBadFile, EmptyFile) { verify_bytes("", {"truncated|empty"}); }
+
+TEST_F(CliVerifyBadFile, FirstHundredBytes) {
+  verify_bytes(seed_bytes_.substr(0, 100), {"truncated|beyond the end of the file"});
+}
+
+TEST_F(CliVerifyBadFile, AllButLastTenBytes) {
+  verify_bytes(seed_bytes_.substr(0, seed_bytes_.size() - 10), {"truncated|out of range|beyond the end"});
+}
+
+TEST_F(CliVerifyBadFile, HeaderLengthLargerThanFile) {
+  std::string bytes = seed_bytes_;
+  const uint64_t len = bytes.size();  // 8 + len is past the end
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((len >> (8 * i)) & 0xff);
+  verify_bytes(bytes, {"header length|header"});
+}
+
+TEST_F(CliVerifyBadFile, HeaderLengthHuge) {
+  // 2^64 - 1: 8 + N wraps around if computed naively.
+  std::string bytes = seed_bytes_;
+  for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>(0xff);
+  verify_bytes(bytes, {"header"});
+}
+
+TEST_F(CliVerifyBadFile, HeaderNotJson) { verify_bytes(raw_safetensors("{\"x\": not json at all}"), {"JSON"}); }
+
+TEST_F(CliVerifyBadFile, HeaderNotAnObject) { verify_bytes(raw_safetensors("[1, 2, 3]"), {"JSON|object"}); }
+
+TEST_F(CliVerifyBadFile, OverlappingTensors) {
+  const std::string header =
+      R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[0,8]},)"
+      R"("b":{"dtype":"F32","shape":[2],"data_offsets":[4,12]}})";
+  verify_bytes(raw_safetensors(header, std::string(16, '\0')), {"overlap"});
+}
+
+TEST_F(CliVerifyBadFile, OverlappingTensorsInReference) {
+  // The same problem inside an otherwise valid reference: loss moved onto y's bytes.
+  // Only a header edit, so the data section is untouched.
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(seed_bytes_[i]);
+  nlohmann::ordered_json header = nlohmann::ordered_json::parse(seed_bytes_.substr(8, n));
+  const std::string data = seed_bytes_.substr(8 + n);
+  const uint64_t y_begin = header["y"]["data_offsets"][0].get<uint64_t>();
+  header["loss"]["data_offsets"] = {y_begin, y_begin + 20};  // F32 [5]: 20 bytes inside y
+  verify_bytes(raw_safetensors(header.dump(), data), {"overlap"});
+}
+
+TEST_F(CliVerifyBadFile, DataOffsetsBeyondFile) {
+  const std::string header = R"({"a":{"dtype":"F32","shape":[100],"data_offsets":[0,400]}})";
+  verify_bytes(raw_safetensors(header, std::string(16, '\0')), {"out of range"});
+}
+
+TEST_F(CliVerifyBadFile, DataOffsetsBeginAfterEnd) {
+  const std::string header = R"({"a":{"dtype":"F32","shape":[2],"data_offsets":[8,0]}})";
+  verify_bytes(raw_safetensors(header, std::string(16, '\0')), {"data_offsets"});
+}
+
+TEST_F(CliVerifyBadFile, SizeDoesNotMatchShape) {
+  const std::string header = R"({"a":{"dtype":"F32","shape":[3],"data_offsets":[0,8]}})";
+  verify_bytes(raw_safetensors(header, std::string(8, '\0')), {"shape"});
+}
+
+TEST_F(CliVerifyBadFile, UnknownDtype) {
+  const std::string header = R"({"a":{"dtype":"F8_E9M9","shape":[2],"data_offsets":[0,8]}})";
+  verify_bytes(raw_safetensors(header, std::string(8, '\0')), {"dtype", "F8_E9M9"});
+}
+
+TEST_F(CliVerifyBadFile, WrongDtype) {
+  seed_.find("x")->dtype = "F32";  // same element size, so only the dtype is wrong
+  verify_file(seed_, {"'x'|\"x\"|tensor x", "dtype", "I32"});
+}
+
+TEST_F(CliVerifyBadFile, WrongShapeSameSize) {
+  RawTensor* logits = seed_.find("logits0");  // [4, 16, 64]
+  ASSERT_EQ(logits->shape, (std::vector<int64_t>{4, 16, 64}));
+  logits->shape = {4, 32, 32};  // same byte count: only the shape is wrong
+  verify_file(seed_, {"logits0", "shape"});
+}
+
+TEST_F(CliVerifyBadFile, WrongShapeAndSize) {
+  RawTensor* logits = seed_.find("logits0");
+  logits->shape = {4, 16, 63};
+  logits->bytes.resize(4 * 16 * 63 * 4);
+  verify_file(seed_, {"logits0", "shape"});
+}
+
+TEST_F(CliVerifyBadFile, MissingTensor) {
+  ASSERT_TRUE(seed_.erase("grads.lm_head.bias"));
+  verify_file(seed_, {"missing tensor", "grads.lm_head.bias"});
+}
+
+TEST_F(CliVerifyBadFile, MissingMetadataConfig) {
+  seed_.metadata.erase("config");
+  verify_file(seed_, {"missing metadata", "config"});
+}
+
+TEST_F(CliVerifyBadFile, NoMetadataAtAll) {
+  seed_.metadata = nlohmann::ordered_json::object();
+  verify_file(seed_, {"metadata"});
+}
+
+TEST_F(CliVerifyBadFile, ConfigNotJson) {
+  seed_.metadata["config"] = "{vocab_size: 64";
+  verify_file(seed_, {"config"});
+}
+
+TEST_F(CliVerifyBadFile, ConfigMissingField) {
+  nlohmann::ordered_json c = seed_.config();
+  c.erase("d_ff");
+  seed_.set_config(c);
+  verify_file(seed_, {"d_ff"});
+}
+
+TEST_F(CliVerifyBadFile, ConfigNHeadDoesNotDivideDModel) {
+  nlohmann::ordered_json c = seed_.config();
+  c["n_head"] = 5;  // d_model 32
+  seed_.set_config(c);
+  verify_file(seed_, {"n_head", "d_model"});
+}
+
+TEST_F(CliVerifyBadFile, ConfigUnknownActivation) {
+  nlohmann::ordered_json c = seed_.config();
+  c["activation"] = "swish";
+  seed_.set_config(c);
+  verify_file(seed_, {"activation", "swish"});
+}
+
+TEST_F(CliVerifyBadFile, WrongFormat) {
+  seed_.metadata["format"] = "pytorch-checkpoint";
+  verify_file(seed_, {"format", "tinytrain-reference"});
+}
+
+TEST_F(CliVerifyBadFile, WrongVersion) {
+  seed_.metadata["version"] = "2";
+  verify_file(seed_, {"version"});
+}
+
+TEST_F(CliVerifyBadFile, BatchNotAnInteger) {
+  seed_.metadata["batch"] = "four";
+  verify_file(seed_, {"batch"});
+}
+
+TEST_F(CliVerifyBadFile, SeqExceedsMaxSeqLen) {
+  nlohmann::ordered_json c = seed_.config();
+  c["max_seq_len"] = 8;  // seq 16
+  seed_.set_config(c);
+  verify_file(seed_, {"seq", "max_seq_len"});
+}
+
+TEST_F(CliVerifyBadFile, OptimizerBeta1One) {
+  nlohmann::ordered_json o = nlohmann::ordered_json::parse(seed_.metadata.at("optimizer").get<std::string>());
+  o["beta1"] = 1.0;
+  seed_.metadata["optimizer"] = o.dump();
+  verify_file(seed_, {"beta1"});
+}
+
+TEST_F(CliVerifyBadFile, TokenIdEqualToVocabSizeInX) {
+  const int vocab = seed_.config().at("vocab_size").get<int>();
+  RawTensor* x = seed_.find("x");
+  x->set_i32(5, vocab);
+  verify_file(seed_, {"token id", std::to_string(vocab)});
+}
+
+TEST_F(CliVerifyBadFile, NegativeTokenIdInYAtLastStep) {
+  // At the last element of the last step, so the check cannot be one on step 0 only.
+  RawTensor* y = seed_.find("y");
+  y->set_i32(y->bytes.size() / 4 - 1, -1);
+  verify_file(seed_, {"token id", "-1"});
+}
+
+TEST_F(CliVerifyBadFile, DropoutInConfig) {
+  nlohmann::ordered_json c = seed_.config();
+  c["dropout"] = 0.1;
+  seed_.set_config(c);
+  verify_file(seed_, {"dropout"});
+}
+
+// ============================================================================================
+// good inputs
+// ============================================================================================
+
+std::vector<std::string> committed_references() {
+  std::vector<std::string> names;
+  std::error_code ec;
+  for (const auto& entry : fs::directory_iterator(kSourceDir + "/tests/data", ec))
+    if (entry.path().extension() == ".safetensors") names.push_back(entry.path().filename().string());
+  std::sort(names.begin(), names.end());
+  return names;
+}
+
+TEST(CliVerifyGood, ThereAreReferences) {
+  const std::vector<std::string> refs = committed_references();
+  EXPECT_GE(refs.size(), 3u);
+  EXPECT_NE(std::find(refs.begin(), refs.end(), "seed_small.safetensors"), refs.end());
+}
+
+class CliVerifyReference : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CliVerifyReference, Passes) {
+  ScratchDir dir;
+  const CliResult r = run_command(verify_args(kSourceDir + "/tests/data/" + GetParam()), dir.path(), 120);
+  SCOPED_TRACE(r.describe());
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.err, "");
+  const std::vector<std::string> lines = r.out_lines();
+  ASSERT_FALSE(lines.empty());
+  EXPECT_TRUE(contains(lines.back(), " 0 failed")) << "last line: " << lines.back();
+  for (const std::string& line : lines) EXPECT_FALSE(contains(line, "FAIL") && !contains(line, "failed")) << line;
+}
+
+INSTANTIATE_TEST_SUITE_P(Committed, CliVerifyReference, ::testing::ValuesIn(committed_references()),
+                         [](const ::testing::TestParamInfo<std::string>& info) {
+                           std::string name = info.param.substr(0, info.param.find('.'));
+                           for (char& c : name)
+                             if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+                           return name;
+                         });
+
+// Lines of `out` that start with "step ".
+std::vector<std::string> step_lines(const CliResult& r) {
+  std::vector<std::string> steps;
+  for (const std::string& line : r.out_lines())
+    if (line.rfind("step ", 0) == 0) steps.push_back(line);
+  return steps;
+}
+
+TEST(CliTrainGood, LogsEveryStepInTheDocumentedFormat) {
+  ScratchDir dir;
+  const CliResult r = run_command(train_args({{"--steps", "3"}, {"--log-every", "1"}}), dir.path());
+  SCOPED_TRACE(r.describe());
+  ASSERT_TRUE(r.exited);
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.err, "");
+  const std::vector<std::string> lines = r.out_lines();
+  ASSERT_EQ(lines.size(), 4u) << "three step lines and the done line, nothing else";
+  const std::regex step_re(R"(step +(\d+) \| loss (-?\d+\.\d{4}) \| alloc (\d+\.\d) MB)");
+  for (int s = 0; s < 3; ++s) {
+    std::smatch m;
+    ASSERT_TRUE(std::regex_match(lines[s], m, step_re)) << "line " << s << ": '" << lines[s] << "'";
+    EXPECT_EQ(std::stoi(m[1]), s);
+    // Formatting the parsed numbers with the documented format gives the line back exactly.
+    char expect[128];
+    std::snprintf(expect, sizeof expect, "step %3d | loss %.4f | alloc %.1f MB", s, std::stod(m[2]), std::stod(m[3]));
+    EXPECT_EQ(lines[s], expect);
+    const double loss = std::stod(m[2]);
+    EXPECT_GT(loss, 0.0);
+    EXPECT_LT(loss, 10.0) << "vocab 64: the initial loss is about ln 64 = 4.16";
+  }
+  EXPECT_EQ(lines[0].rfind("step   0 | loss ", 0), 0u);
+  EXPECT_EQ(lines[1].rfind("step   1 | loss ", 0), 0u);
+  EXPECT_EQ(lines[2].rfind("step   2 | loss ", 0), 0u);
+  EXPECT_EQ(lines[3].rfind("done: 3 steps", 0), 0u) << lines[3];
+}
+
+TEST(CliTrainGood, LogEveryLogsOnlyThoseSteps) {
+  ScratchDir dir;
+  const CliResult r = run_command(train_args({{"--steps", "5"}, {"--log-every", "2"}}), dir.path());
+  SCOPED_TRACE(r.describe());
+  ASSERT_TRUE(r.exited && r.exit_code == 0);
+  const std::vector<std::string> steps = step_lines(r);
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_EQ(steps[0].rfind("step   0 |", 0), 0u);
+  EXPECT_EQ(steps[1].rfind("step   2 |", 0), 0u);
+  EXPECT_EQ(steps[2].rfind("step   4 |", 0), 0u);
+  EXPECT_EQ(r.out_lines().back().rfind("done: 5 steps", 0), 0u);
+}
+
+TEST(CliTrainGood, EveryModelOption) {
+  // The other branches of the family (pre-norm, GELU, causal, learned positions, dropout)
+  // through the CLI, with an odd head count.
+  ScratchDir dir;
+  const CliResult r = run_command(train_args({{"--d-model", "24"}, {"--n-head", "3"}, {"--activation", "gelu"},
+                                              {"--norm-first", "true"}, {"--causal", "true"},
+                                              {"--pos-embedding", "learned"}, {"--dropout", "0.1"},
+                                              {"--steps", "2"}, {"--log-every", "1"}}),
+                                  dir.path());
+  SCOPED_TRACE(r.describe());
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.err, "");
+  EXPECT_EQ(step_lines(r).size(), 2u);
+}
+
+TEST(CliTrainGood, HelpMentionsEveryFlag) {
+  ScratchDir dir;
+  const CliResult r = run_command({kBin, "train", "--help"}, dir.path());
+  SCOPED_TRACE(r.describe());
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 0);
+  for (const char* flag : {"--vocab-size", "--d-model", "--n-head", "--n-layer", "--d-ff", "--activation",
+                           "--norm-first", "--causal", "--pos-embedding", "--max-seq-len", "--layer-norm-eps",
+                           "--dropout", "--batch", "--seq", "--steps", "--lr", "--beta1", "--beta2", "--eps",
+                           "--weight-decay", "--seed", "--backend", "--threads", "--log-every"})
+    EXPECT_TRUE(std::regex_search(r.out, std::regex(std::string(flag) + "[ =,\\[]"))) << "help lacks " << flag;
+}
+
+TEST(CliTrainGood, TopLevelHelp) {
+  ScratchDir dir;
+  const CliResult r = run_command({kBin, "--help"}, dir.path());
+  SCOPED_TRACE(r.describe());
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.out, "train"));
+  EXPECT_TRUE(contains(r.out, "verify"));
+}
+
+// Whether this machine has an NVIDIA GPU the driver exposes.
+bool machine_has_gpu() { return fs::exists("/dev/nvidiactl") || fs::exists("/dev/nvidia0"); }
+
+TEST(CliTrainGood, BackendAutoWithoutGpuSaysCpuOnce) {
+  if (machine_has_gpu()) GTEST_SKIP() << "this machine has a GPU: --backend auto may use it";
+  ScratchDir dir;
+  const CliResult r =
+      run_command(train_args({{"--backend", "auto"}, {"--steps", "2"}, {"--log-every", "1"}}), dir.path());
+  SCOPED_TRACE(r.describe());
+  ASSERT_TRUE(r.exited);
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_EQ(r.err, "");
+  const std::vector<std::string> lines = r.out_lines();
+  ASSERT_EQ(lines.size(), 4u) << "one backend line, two step lines, the done line";
+  EXPECT_TRUE(contains(lower(lines[0]), "cpu")) << "the first line must say it runs on the CPU: " << lines[0];
+  EXPECT_EQ(lines[1].rfind("step   0 | loss ", 0), 0u);
+  EXPECT_EQ(lines[2].rfind("step   1 | loss ", 0), 0u);
+  EXPECT_EQ(lines[3].rfind("done: 2 steps", 0), 0u);
+}
+
+TEST(CliTrainGood, BackendCpuPrintsNoBackendLine) {
+  ScratchDir dir;
+  const CliResult r = run_command(train_args({{"--steps", "1"}, {"--log-every", "1"}}), dir.path());
+  SCOPED_TRACE(r.describe());
+  ASSERT_TRUE(r.exited && r.exit_code == 0);
+  const std::vector<std::string> lines = r.out_lines();
+  ASSERT_EQ(lines.size(), 1u);
+  EXPECT_EQ(lines[0].rfind("step   0 | loss ", 0), 0u);
+}
+
+TEST(CliTrainBad, BackendCudaWithoutGpu) {
+  if (machine_has_gpu()) GTEST_SKIP() << "this machine has a GPU";
+  ScratchDir dir;
+  const CliResult r = run_command(train_args({{"--backend", "cuda"}}), dir.path());
+  expect_user_error(r, {"cuda|CUDA", "GPU|CUDA support|device"});
+  EXPECT_EQ(step_lines(r).size(), 0u) << r.describe();
+}
+
+TEST(CliTrainBad, VerifyBackendCudaWithoutGpu) {
+  if (machine_has_gpu()) GTEST_SKIP() << "this machine has a GPU";
+  ScratchDir dir;
+  std::vector<std::string> argv = {kBin, "verify", kSeedSmall, "--backend", "cuda"};
+  expect_user_error(run_command(argv, dir.path()), {"cuda|CUDA", "GPU|CUDA support|device"});
+}
+
+// Two runs of the same command, byte-identical step lines. `train_args` leaves dropout at
+// its default (0.1), so the dropout masks are part of what must repeat.
+void expect_deterministic(const Flags& overrides) {
+  ScratchDir dir;
+  const std::vector<std::string> argv = train_args(overrides);
+  const CliResult a = run_command(argv, dir.path());
+  const CliResult b = run_command(argv, dir.path());
+  ASSERT_TRUE(a.exited && a.exit_code == 0) << a.describe();
+  ASSERT_TRUE(b.exited && b.exit_code == 0) << b.describe();
+  const std::vector<std::string> sa = step_lines(a), sb = step_lines(b);
+  ASSERT_EQ(sa.size(), 5u) << a.describe();
+  EXPECT_EQ(sa, sb) << "run 1:\n" << a.out << "run 2:\n" << b.out;
+}
+
+TEST(CliTrainGood, DeterministicAcrossRuns) {
+  expect_deterministic({{"--steps", "5"}, {"--log-every", "1"}, {"--threads", "2"}});
+}
+
+TEST(CliTrainGood, DeterministicWithoutDropout) {
+  expect_deterministic({{"--steps", "5"}, {"--log-every", "1"}, {"--threads", "2"}, {"--dropout", "0"}});
+}
+
+TEST(CliTrainGood, SeedChangesTheRun) {
+  ScratchDir dir;
+  const CliResult a = run_command(train_args({{"--steps", "1"}, {"--log-every", "1"}, {"--seed", "1"}}), dir.path());
+  const CliResult b = run_command(train_args({{"--steps", "1"}, {"--log-every", "1"}, {"--seed", "2"}}), dir.path());
+  ASSERT_TRUE(a.exited && a.exit_code == 0) << a.describe();
+  ASSERT_TRUE(b.exited && b.exit_code == 0) << b.describe();
+  EXPECT_NE(step_lines(a), step_lines(b)) << "different seeds gave the same loss";
+}
+
+}  // namespace
+}  // namespace tt::test
