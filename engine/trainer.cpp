@@ -1,6 +1,7 @@
 // Training step orchestration and the `train` command's loop.
 #include "engine/trainer.h"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -95,18 +96,29 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
   std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
   const double alloc_mb = static_cast<double>(trainer.bytes()) / (1024.0 * 1024.0);
 
+  // Speed: the step time is the median over the windows between log points (each log
+  // reads the loss and so waits for the backend); the window ending at step 0 is not timed, so
+  // one-time costs (first touch of memory, GEMM plans, graph capture) stay out of the median
+  // as long as there are a few windows.
   using Clock = std::chrono::steady_clock;
-  Clock::time_point timed_start;
+  std::vector<double> window_ms_per_step;
+  Clock::time_point window_start = Clock::now();
+  int window_first_step = 0;
+  auto close_window = [&](int next_step) {
+    const Clock::time_point now = Clock::now();
+    if (window_first_step > 0)
+      window_ms_per_step.push_back(std::chrono::duration<double, std::milli>(now - window_start).count() /
+                                   (next_step - window_first_step));
+    window_start = now;
+    window_first_step = next_step;
+  };
   for (int step = 0; step < o.run.steps; ++step) {
-    if (step == 1) {  // step 0 pays one-time costs (first touch of memory): time the rest
-      backend.synchronize();
-      timed_start = Clock::now();
-    }
     random_batch(o.run.seed, static_cast<uint32_t>(step), B, T, o.model.vocab_size, x.data(), y.data());
     trainer.load_batch(x.data(), y.data(), static_cast<uint32_t>(step));
     trainer.train_step(o.cuda_graph);
     if (step % o.log_every == 0) {  // the loss of this step's forward, before its update
       const double loss = trainer.read_loss();
+      close_window(step + 1);
       if (!std::isfinite(loss))
         throw InputError("training diverged: loss is " + std::to_string(loss) + " at step " + std::to_string(step));
       char line[128];
@@ -115,12 +127,14 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
     }
   }
   backend.synchronize();
-  if (o.run.steps > 1) {
-    const double seconds = std::chrono::duration<double>(Clock::now() - timed_start).count();
-    const int timed_steps = o.run.steps - 1;
+  if (window_first_step < o.run.steps) close_window(o.run.steps);
+  if (!window_ms_per_step.empty()) {
+    std::sort(window_ms_per_step.begin(), window_ms_per_step.end());
+    const size_t n = window_ms_per_step.size();
+    const double ms = n % 2 ? window_ms_per_step[n / 2] : 0.5 * (window_ms_per_step[n / 2 - 1] + window_ms_per_step[n / 2]);
     char line[160];
     std::snprintf(line, sizeof(line), "done: %d steps | %.1f tokens/s | %.2f ms/step", o.run.steps,
-                  static_cast<double>(timed_steps) * B * T / seconds, 1e3 * seconds / timed_steps);
+                  1e3 * B * T / ms, ms);
     log << line << std::endl;
   }
 }

@@ -262,7 +262,7 @@ std::vector<CaseSpec> linear_cases() {
               P{13, 32, 52, true, true, false}, P{26, 52, 32, false, true, false}, P{67, 64, 192, true, false, false},
               P{134, 128, 509, true, true, false}, P{64, 300, 70, false, false, false},
               P{40, 2048, 24, true, true, false}, P{2048, 64, 37, true, true, false},
-              P{3, 5, 1, true, true, true}}) {
+              P{3, 5, 1, true, true, true}, P{5, 1, 3, true, true, false}}) {
     const std::string name = "linear_N" + std::to_string(p.N) + "_I" + std::to_string(p.I) + "_O" +
                              std::to_string(p.O) + (p.bias ? "_bias" : "_nobias") + (p.dinp ? "" : "_nodinp") +
                              (p.misaligned ? "_misaligned" : "");

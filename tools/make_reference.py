@@ -5,6 +5,10 @@ The file is what `tinytrain verify` checks the engine against (format: DESIGN.md
 reference format"): initial parameters, the token batches, step-0 logits and gradients,
 the loss of every step, and the parameters after the first and after the last AdamW step.
 
+Before the file is put in place, the run is replayed in float64 and the fp32 results are
+measured against it with verify's own metrics (fp64_check); a reference whose own rounding
+exceeds 0.1 of a tolerance is refused with exit status 3 (`--no-fp64-check` skips this).
+
 Also holds the minimal safetensors writer and reader (the `safetensors` package is not
 installed here); `--check FILE` reads a reference back and prints what it holds.
 
@@ -365,7 +369,10 @@ def build_parser():
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     p.add_argument("--out", metavar="FILE", help="reference file to write")
+    # The check is on by default: SUPPRESS keeps "(default: True)" out of the flag's help.
+    p.set_defaults(fp64_check=True)
     p.add_argument("--no-fp64-check", dest="fp64_check", action="store_false",
+                   default=argparse.SUPPRESS,
                    help="skip the conditioning check (replay in float64, refuse the reference "
                         f"and exit {EXIT_ILL_CONDITIONED} if its fp32 error exceeds "
                         f"{CONDITION_LIMIT} of verify's tolerances)")

@@ -102,14 +102,18 @@ void* CudaBackend::allocate(size_t bytes) {
   void* ptr = nullptr;
   // cudaMalloc(0) may hand back null, which views read as "absent": ask for at least one byte.
   const cudaError_t err = cudaMalloc(&ptr, std::max<size_t>(bytes, 1));
-  if (err == cudaErrorMemoryAllocation) {
+  if (err != cudaSuccess) {
     cudaGetLastError();  // a failed cudaMalloc is not sticky, but it is recorded as the last error
     size_t free_bytes = 0, total_bytes = 0;
-    if (cudaMemGetInfo(&free_bytes, &total_bytes) != cudaSuccess) cudaGetLastError();
-    throw std::runtime_error("GPU out of memory: asked for " + mib(bytes) + " MiB, " + mib(free_bytes) +
-                             " MiB free of " + mib(total_bytes) + " MiB");
+    const bool have_info = cudaMemGetInfo(&free_bytes, &total_bytes) == cudaSuccess;
+    if (!have_info) cudaGetLastError();
+    // Out of memory is cudaErrorMemoryAllocation; a request beyond what is free is reported
+    // the same way whatever code the driver picked for it.
+    if (err == cudaErrorMemoryAllocation || (have_info && bytes > free_bytes))
+      throw std::runtime_error("GPU out of memory: asked for " + mib(bytes) + " MiB, " + mib(free_bytes) +
+                               " MiB free of " + mib(total_bytes) + " MiB");
+    throw_cuda_error(err, "cudaMalloc", __FILE__, __LINE__);
   }
-  if (err != cudaSuccess) throw_cuda_error(err, "cudaMalloc", __FILE__, __LINE__);
   // The contract says zero-filled. Synchronising here keeps allocate's meaning simple (the
   // memory is ready when it returns); allocations happen at setup, not per step.
   cudaError_t fill = cudaMemsetAsync(ptr, 0, std::max<size_t>(bytes, 1), stream_);

@@ -72,11 +72,13 @@ class CudaBackend final : public Backend {
   // up to 256), alignment of the bias (0 without): cuBLASLt picks algorithms by alignment too.
   using GemmKey = std::tuple<int, int, int, int, int, int, int, int>;
   // The plan for `key`, built on first use; `bias` is the bias pointer of that first use
-  // (its value, never dereferenced, tells the heuristic the bias alignment).
-  const GemmPlan& gemm_plan(const GemmKey& key, const float* bias);
+  // (its value, never dereferenced, tells the heuristic the bias alignment). Null when
+  // cuBLASLt has no algorithm for a bias-epilogue GEMM (remembered too); throws for a plain one.
+  const GemmPlan* gemm_plan(const GemmKey& key, const float* bias);
   // D (m,n) = op(A) (m,k) op(B) (k,n) [+ bias (m) broadcast over columns] + beta D, all
-  // column-major and packed; fp32 in and out (linear.cu).
-  void matmul(int m, int n, int k, bool transa, bool transb, const float* A, const float* B, float* D,
+  // column-major and packed; fp32 in and out (linear.cu). Returns false, having enqueued
+  // nothing, when cuBLASLt cannot fuse this bias: the caller adds it another way.
+  bool matmul(int m, int n, int k, bool transa, bool transb, const float* A, const float* B, float* D,
               const float* bias, float beta);
   void require_not_capturing(const char* what) const;  // logic_error during graph capture
   void abandon_capture() noexcept;                     // ends a capture and drops the partial graph

@@ -77,9 +77,9 @@ struct PreferenceGuard {
 
 }  // namespace
 
-const CudaBackend::GemmPlan& CudaBackend::gemm_plan(const GemmKey& key, const float* bias) {
+const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const float* bias) {
   auto found = gemm_plans_.find(key);
-  if (found != gemm_plans_.end()) return *found->second;
+  if (found != gemm_plans_.end()) return found->second.get();
 
   const auto [m, n, k, transa, transb, epilogue, alignment, bias_alignment] = key;
   (void)bias_alignment;  // part of the key; the heuristic reads it from the bias pointer itself
@@ -119,33 +119,43 @@ const CudaBackend::GemmPlan& CudaBackend::gemm_plan(const GemmKey& key, const fl
 
   cublasLtMatmulHeuristicResult_t result{};
   int returned = 0;
-  CUBLAS_CHECK(cublasLtMatmulAlgoGetHeuristic(lt_, plan->desc, plan->a, plan->b, plan->c, plan->c, pref.pref, 1,
-                                              &result, &returned));
-  if (returned == 0 || result.state != CUBLAS_STATUS_SUCCESS)
+  const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt_, plan->desc, plan->a, plan->b, plan->c, plan->c,
+                                                               pref.pref, 1, &result, &returned);
+  const bool found_algo = status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS;
+  if (!found_algo && epi != CUBLASLT_EPILOGUE_DEFAULT) {
+    // Fusing the epilogue is an optimisation: remember that it is not available here.
+    gemm_plans_.emplace(key, nullptr);
+    return nullptr;
+  }
+  if (status != CUBLAS_STATUS_SUCCESS) throw_cublas_error(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
+  if (!found_algo)
     throw std::runtime_error("cuBLASLt has no fp32 algorithm for the GEMM m=" + std::to_string(m) +
                              " n=" + std::to_string(n) + " k=" + std::to_string(k) +
                              " transa=" + std::to_string(transa) + " transb=" + std::to_string(transb) +
-                             " epilogue=" + std::to_string(epilogue) + " alignment=" + std::to_string(alignment));
+                             " alignment=" + std::to_string(alignment));
   plan->algo = result.algo;
 
-  const GemmPlan& ref = *plan;
+  const GemmPlan* ready = plan.get();
   gemm_plans_.emplace(key, std::move(plan));
-  return ref;
+  return ready;
 }
 
-void CudaBackend::matmul(int m, int n, int k, bool transa, bool transb, const float* A, const float* B, float* D,
+bool CudaBackend::matmul(int m, int n, int k, bool transa, bool transb, const float* A, const float* B, float* D,
                          const float* bias, float beta) {
   const int epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   const int alignment = std::min({pointer_alignment(A), pointer_alignment(B), pointer_alignment(D)});
   const GemmKey key{m, n, k, transa ? 1 : 0, transb ? 1 : 0, epilogue, alignment, bias ? pointer_alignment(bias) : 0};
-  const GemmPlan& plan = gemm_plan(key, bias);
+  const GemmPlan* plan = gemm_plan(key, bias);
+  if (!plan) return false;  // only for a bias epilogue; gemm_plan throws for a plain GEMM
   // The bias pointer differs per layer while the plan is shared: set it for this call (the
   // descriptor is read when the matmul is enqueued, so this is safe during graph capture too).
   if (bias)
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
   const float alpha = 1.0f;  // host scalars (the default pointer mode), read at enqueue time
-  CUBLAS_CHECK(cublasLtMatmul(lt_, plan.desc, &alpha, A, plan.a, B, plan.b, &beta, D, plan.c, D, plan.c, &plan.algo,
-                              lt_workspace_, lt_workspace_bytes_, stream_));
+  // beta = 0: D is not read (it may hold anything, NaN included); C = D: in place when beta = 1.
+  CUBLAS_CHECK(cublasLtMatmul(lt_, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D, plan->c, D, plan->c,
+                              &plan->algo, lt_workspace_, lt_workspace_bytes_, stream_));
+  return true;
 }
 
 namespace {
@@ -199,17 +209,21 @@ void CudaBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor b
   const int O = static_cast<int>(weight.shape[0]);
   const float* b = bias.data ? bias.f32() : nullptr;
   // out^T (O,N) = op_T(W^T (I,O)) inp^T (I,N) [+ b]; see the derivation at the top.
-  // The bias epilogue wants an aligned bias vector (the engine's arena aligns every tensor to
-  // 64 bytes). For a bias that is not 16-byte aligned, do as the CPU backend does: fill out
-  // with the bias, then let the GEMM add onto it (beta = 1).
-  if (b && reinterpret_cast<uintptr_t>(b) % 16 != 0) {
-    broadcast_rows_kernel<<<grid_stride_blocks(static_cast<int64_t>(N) * O), kThreadsPerBlock, 0, stream_>>>(
-        out.f32(), b, N, O);
-    CUDA_CHECK(cudaGetLastError());
-    matmul(O, N, I, /*transa=*/true, /*transb=*/false, weight.f32(), inp.f32(), out.f32(), nullptr, 1.0f);
+  // The bias goes into the GEMM's epilogue when cuBLASLt can fuse it. It is not asked to for a
+  // bias that is not 16-byte aligned (the engine's arena aligns every tensor to 64 bytes) or
+  // a dimension of 1 (where cuBLASLt's bias epilogue has been known to refuse), and it may
+  // decline. Then we do as the CPU backend does: fill out with the bias and let the GEMM add
+  // onto it (beta = 1).
+  if (!b) {
+    matmul(O, N, I, /*transa=*/true, /*transb=*/false, weight.f32(), inp.f32(), out.f32(), nullptr, 0.0f);
     return;
   }
-  matmul(O, N, I, /*transa=*/true, /*transb=*/false, weight.f32(), inp.f32(), out.f32(), b, 0.0f);
+  const bool try_epilogue = reinterpret_cast<uintptr_t>(b) % 16 == 0 && N > 1 && O > 1 && I > 1;
+  if (try_epilogue && matmul(O, N, I, true, false, weight.f32(), inp.f32(), out.f32(), b, 0.0f)) return;
+  broadcast_rows_kernel<<<grid_stride_blocks(static_cast<int64_t>(N) * O), kThreadsPerBlock, 0, stream_>>>(
+      out.f32(), b, N, O);
+  CUDA_CHECK(cudaGetLastError());
+  matmul(O, N, I, /*transa=*/true, /*transb=*/false, weight.f32(), inp.f32(), out.f32(), nullptr, 1.0f);
 }
 
 // dout (N,O) -> dinp (N,I) = dout W (skipped when null), dweight (O,I) += dout^T inp,
