@@ -12,11 +12,12 @@
 #include <cstring>
 #include <functional>
 #include <random>
-#include <string>
 #include <deque>
+#include <string>
 #include <vector>
 
 #include "engine/tensor.h"
+#include "kernels/common/philox.h"
 
 namespace tt::test {
 

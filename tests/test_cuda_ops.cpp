@@ -621,7 +621,7 @@ class CudaTest : public ::testing::Test {
  protected:
   void SetUp() override {
     const CudaDeviceInfo gpu = query_cuda_device();
-    if (!gpu.usable) GTEST_SKIP() << "no usable CUDA GPU: " << gpu.reason;
+    if (!gpu.usable) GTEST_SKIP() << gpu.reason;  // one line, e.g. "no CUDA GPU found"
     cpu = make_cpu_backend();
     cuda = std::make_unique<CudaBackend>(CudaOptions{});
   }
