@@ -23,7 +23,6 @@ std::unique_ptr<Backend> open_cuda_backend(const GpuOptions& gpu) {
 #ifdef TINYTRAIN_HAVE_CUDA
   CudaOptions options;
   options.tf32 = gpu.tf32;
-  options.cudnn_attention = gpu.cudnn_attention;
   try {
     return make_cuda_backend(options);
   } catch (const std::runtime_error& e) {
@@ -38,6 +37,10 @@ std::unique_ptr<Backend> open_cuda_backend(const GpuOptions& gpu) {
 }  // namespace
 
 std::unique_ptr<Backend> select_backend(const std::string& choice, const GpuOptions& gpu, std::ostream& note) {
+  // cuDNN's fused attention (SDPA) takes fp16/bf16 inputs only: no fp32 case can use it.
+  if (gpu.cudnn_attention)
+    note << "--attention cudnn: cuDNN fused attention takes only fp16/bf16 inputs; this fp32 run uses "
+            "tinytrain's attention kernel" << std::endl;
   if (choice == "cpu") return make_cpu_backend();
   if (choice == "cuda") {
     try {

@@ -645,7 +645,7 @@ TEST_F(CudaTest, Tf32LinearMatchesCpuWithinTf32Rounding) {
   // TF32 rounds both GEMM operands to 10 mantissa bits: each product is off by up to 2^-10
   // relatively, with random signs, so a K-term sum is off by ~2^-10 sqrt(K) rms(term) against a
   // result of ~sqrt(K) rms(term): about 1e-3 of the result scale; 4e-3 leaves a factor 4.
-  cuda = std::make_unique<CudaBackend>(CudaOptions{/*tf32=*/true, /*cudnn_attention=*/false});
+  cuda = std::make_unique<CudaBackend>(CudaOptions{/*tf32=*/true});
   for (const CaseSpec& spec : linear_cases()) {
     if (spec.name != "linear_N134_I128_O509_bias" && spec.name != "linear_N64_I300_O70_nobias_nodinp") continue;
     const OpCase c = spec.make();

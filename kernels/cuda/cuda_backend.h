@@ -16,7 +16,6 @@ namespace tt {
 
 struct CudaOptions {
   bool tf32 = false;            // allow TF32 tensor-core GEMMs (fp32 inputs, 10-bit mantissa products)
-  bool cudnn_attention = false;  // ask for cuDNN fused attention where cuDNN supports the shape and dtype
 };
 
 class CudaBackend final : public Backend {
