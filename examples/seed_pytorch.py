@@ -7,17 +7,27 @@ otherwise: dim_feedforward 2048, dropout 0.1, relu, post-norm) -> nn.Linear(128,
 AdamW(lr=1e-4), CrossEntropyLoss, random tokens, batch 16, seq 64.
 
 Logs `step {s:3d} | loss {l:.4f} | alloc {MB} MB` every 10 steps and ends with one line
-`done: {steps} steps | {tokens/s:.1f} tokens/s | {ms/step:.2f} ms/step`, timed over the
-steps after the --warmup steps (which count towards --steps).
+`done: {steps} steps | {tokens/s:.1f} tokens/s | {ms/step:.2f} ms/step`. The --warmup steps
+(which count towards --steps) are not timed; the steps after them are timed in windows of 10,
+each ending with a device synchronize, and ms/step is the median over the windows (robust to
+one-off stalls); tokens/s follows from it. Losses logged inside a window are read and printed
+after its clock stops, so logging never synchronizes inside a timed window. All batches are
+made on the device before the first step.
+
+--compile wraps the model in torch.compile (default mode); its compilation happens in the
+warm-up steps, so give it a few (--warmup >= 1).
 
 Run with Debian's PyTorch:  /usr/bin/python3 examples/seed_pytorch.py --device cpu --threads 2
+On a GPU (tools/bench_gpu.py):  python3 examples/seed_pytorch.py --device cuda --steps 300 --warmup 20 [--compile]
 """
 import argparse
 import os
 import sys
 import time
+import traceback
 
 BATCH, SEQ = 16, 64
+WINDOW = 10  # steps per timing window
 
 
 def parse_args():
@@ -28,9 +38,13 @@ def parse_args():
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--warmup", type=int, default=3, help="untimed steps at the start")
+    p.add_argument("--compile", action="store_true",
+                   help="torch.compile the model (default mode; compiles during the warm-up)")
     args = p.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.warmup >= args.steps:
         p.error("need steps >= 1 and 0 <= warmup < steps")
+    if args.compile and args.warmup < 1:
+        p.error("--compile needs --warmup >= 1 (compilation must stay out of the timing)")
     if args.threads is not None and args.threads < 1:
         p.error("threads must be >= 1")
     return args
@@ -71,18 +85,25 @@ def main():
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
         sys.exit("seed_pytorch.py: error: --device cuda but CUDA is not available")
+    if args.compile and not hasattr(torch, "compile"):
+        sys.exit(f"seed_pytorch.py: error: --compile needs torch.compile (PyTorch >= 2.0); "
+                 f"this is torch {torch.__version__}")
     if args.threads is not None:
         torch.set_num_threads(args.threads)
     torch.manual_seed(args.seed)
     print(f"seed_pytorch: torch {torch.__version__} | device {device} | "
           f"threads {torch.get_num_threads()} | OPENBLAS_NUM_THREADS "
           f"{os.environ.get('OPENBLAS_NUM_THREADS', '-')} | OMP_WAIT_POLICY "
-          f"{os.environ.get('OMP_WAIT_POLICY')}", flush=True)
+          f"{os.environ.get('OMP_WAIT_POLICY')} | compile {'on' if args.compile else 'off'}",
+          flush=True)
 
     cfg = dict(SEED_CONFIG)  # exactly the seed: dropout 0.1, relu, post-norm
     model = build_model(cfg).to(device)
     model.train()
+    # The optimizer holds the parameters themselves: torch.compile's wrapper shares them.
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    if args.compile:
+        model = torch.compile(model)
     loss_fn = nn.CrossEntropyLoss()
     vocab = cfg["vocab_size"]
 
@@ -94,24 +115,53 @@ def main():
         if device == "cuda":
             torch.cuda.synchronize()
 
-    t0 = None
+    def log(s, loss, alloc):
+        print(f"step {s:3d} | loss {loss.item():.4f} | alloc {alloc / 2**20:.1f} MB", flush=True)
+
+    window_ms = []       # ms/step of each full timed window
+    window_start = None  # clock at the start of the current window
+    pending = []         # (step, loss, alloc) logged inside the current window
     for s in range(args.steps):
         if s == args.warmup:
             sync()
-            t0 = time.perf_counter()
+            window_start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
-        logits = model(xs[s])
-        loss = loss_fn(logits.reshape(-1, vocab), ys[s].reshape(-1))
-        loss.backward()
+        try:
+            logits = model(xs[s])
+            loss = loss_fn(logits.reshape(-1, vocab), ys[s].reshape(-1))
+            loss.backward()
+        except Exception as e:  # torch.compile fails on first use (no compiler, no triton...)
+            if args.compile and s == 0:
+                traceback.print_exc()
+                sys.exit(f"seed_pytorch.py: error: torch.compile failed on the first step: "
+                         f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
+            raise
         optimizer.step()
         if s % 10 == 0 or s == args.steps - 1:
+            # memory_allocated is a host-side counter: reading it does not synchronize
             alloc = torch.cuda.memory_allocated() if device == "cuda" else state_bytes(model, optimizer)
-            print(f"step {s:3d} | loss {loss.item():.4f} | alloc {alloc / 2**20:.1f} MB", flush=True)
-    sync()
-    elapsed = time.perf_counter() - t0
-    timed = args.steps - args.warmup
-    print(f"done: {args.steps} steps | {timed * BATCH * SEQ / elapsed:.1f} tokens/s | "
-          f"{1000.0 * elapsed / timed:.2f} ms/step", flush=True)
+            if window_start is None:
+                log(s, loss, alloc)
+            else:
+                pending.append((s, loss.detach(), alloc))
+        if window_start is not None and ((s + 1 - args.warmup) % WINDOW == 0 or s == args.steps - 1):
+            sync()
+            now = time.perf_counter()
+            n = (s + 1 - args.warmup) % WINDOW or WINDOW
+            if n == WINDOW or not window_ms:  # a short last window counts only if it is the only one
+                window_ms.append(1000.0 * (now - window_start) / n)
+            for p in pending:
+                log(*p)
+            pending = []
+            window_start = time.perf_counter()
+    window_ms.sort()
+    k = len(window_ms)
+    ms = window_ms[k // 2] if k % 2 else 0.5 * (window_ms[k // 2 - 1] + window_ms[k // 2])
+    print(f"timing: {args.steps - args.warmup} steps after {args.warmup} warm-up, {k} windows "
+          f"of <= {WINDOW}: median {ms:.3f} ms/step, min {window_ms[0]:.3f}, max {window_ms[-1]:.3f}",
+          flush=True)
+    print(f"done: {args.steps} steps | {BATCH * SEQ / (ms / 1000.0):.1f} tokens/s | "
+          f"{ms:.2f} ms/step", flush=True)
 
 
 if __name__ == "__main__":
