@@ -66,6 +66,31 @@ const char* activation_name(Activation act) { return act == Activation::Relu ? "
 
 const char* pos_embedding_name(PosEmbedding pos) { return pos == PosEmbedding::None ? "none" : "learned"; }
 
+const char* precision_name(Precision precision) {
+  switch (precision) {
+    case Precision::FP32: return "fp32";
+    case Precision::BF16: return "bf16";
+    case Precision::FP16: return "fp16";
+  }
+  return "?";
+}
+
+DType activation_dtype(Precision precision) {
+  switch (precision) {
+    case Precision::FP32: return DType::F32;
+    case Precision::BF16: return DType::BF16;
+    case Precision::FP16: return DType::F16;
+  }
+  return DType::F32;
+}
+
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::FP32;
+  if (name == "bf16") return Precision::BF16;
+  if (name == "fp16") return Precision::FP16;
+  throw InputError("invalid config: unknown precision '" + name + "' (expected fp32, bf16 or fp16)");
+}
+
 Activation parse_activation(const std::string& name) {
   if (name == "relu") return Activation::Relu;
   if (name == "gelu") return Activation::Gelu;

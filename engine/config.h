@@ -16,6 +16,10 @@ struct InputError : std::runtime_error {
 
 enum class PosEmbedding { None, Learned };
 
+// --precision: the storage type of activations, activation gradients and working weights.
+// Master weights, AdamW state and parameter gradients stay fp32 in every mode.
+enum class Precision { FP32, BF16, FP16 };
+
 // One member of the model family: nn.Embedding -> [+ learned positions] ->
 // nn.TransformerEncoder(n_layer x nn.TransformerEncoderLayer) -> [encoder.norm] -> lm_head.
 struct ModelConfig {
@@ -51,6 +55,9 @@ struct RunConfig {
 
 const char* activation_name(Activation act);
 const char* pos_embedding_name(PosEmbedding pos);
+const char* precision_name(Precision precision);
+DType activation_dtype(Precision precision);
+Precision parse_precision(const std::string& name);          // throws InputError
 Activation parse_activation(const std::string& name);        // throws InputError
 PosEmbedding parse_pos_embedding(const std::string& name);   // throws InputError
 

@@ -1,6 +1,7 @@
 // The tinytrain command line: `train` (the seed workload by default) and `verify`.
 // Every user error ends as one line on stderr and exit code 1 (2 for bad flags).
 #include <CLI/CLI.hpp>
+#include <cmath>
 #include <iostream>
 
 #include "engine/backend_select.h"
@@ -19,6 +20,16 @@ int64_t parse_seed(const std::string& text) {
   if (!digits || (text.size() == 19 && text > "9223372036854775807"))
     throw InputError("invalid config: --seed must be an integer in [0, 2^63), got '" + text + "'");
   return std::stoll(text);
+}
+
+void validate_loss_scaler(const LossScalerConfig& s) {
+  if (!(std::isfinite(s.init_scale) && s.init_scale > 0))
+    throw InputError("invalid config: --loss-scale-init must be positive and finite");
+  if (!(std::isfinite(s.growth_factor) && s.growth_factor > 1))
+    throw InputError("invalid config: --loss-scale-growth must be above 1");
+  if (!(s.backoff_factor > 0 && s.backoff_factor < 1))
+    throw InputError("invalid config: --loss-scale-backoff must be in (0, 1)");
+  if (s.growth_interval <= 0) throw InputError("invalid config: --loss-scale-interval must be positive");
 }
 
 void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, std::string& pos_embedding,
@@ -51,6 +62,13 @@ void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, st
   cmd->add_option("--eps", a.eps, "AdamW epsilon")->capture_default_str();
   cmd->add_option("--weight-decay", a.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
   cmd->add_option("--log-every", o.log_every, "log every N steps")->capture_default_str();
+  LossScalerConfig& s = o.loss_scaler;
+  cmd->add_option("--loss-scale-init", s.init_scale, "fp16: initial loss scale")->capture_default_str();
+  cmd->add_option("--loss-scale-growth", s.growth_factor, "fp16: scale growth factor")->capture_default_str();
+  cmd->add_option("--loss-scale-backoff", s.backoff_factor, "fp16: scale backoff factor on inf/NaN")
+      ->capture_default_str();
+  cmd->add_option("--loss-scale-interval", s.growth_interval, "fp16: clean steps before the scale grows")
+      ->capture_default_str();
 }
 
 }  // namespace
@@ -58,13 +76,15 @@ void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, st
 int main(int argc, char** argv) {
   CLI::App app{"tinytrain: a from-scratch Transformer training engine (CPU and CUDA)"};
   app.require_subcommand(1);
-  std::string backend_choice = "auto", attention = "ours";
+  std::string backend_choice = "auto", attention = "ours", precision = "fp32";
   int threads = 0;
   GpuOptions gpu;
   auto add_common = [&](CLI::App* cmd) {
     cmd->add_option("--backend", backend_choice, "auto | cpu | cuda")->capture_default_str();
     cmd->add_option("--threads", threads, "CPU threads for the CPU backend (0: all cores)")->capture_default_str();
     cmd->add_flag("--tf32", gpu.tf32, "CUDA: allow TF32 tensor-core GEMMs (off: exact fp32)");
+    cmd->add_option("--precision", precision, "fp32 | bf16 | fp16: storage of activations and working weights")
+        ->capture_default_str();
     cmd->add_option("--attention", attention, "CUDA attention: ours | cudnn (cuDNN fused, where it supports the case)")
         ->capture_default_str()
         ->check(CLI::IsMember({"ours", "cudnn"}));
@@ -107,6 +127,7 @@ int main(int argc, char** argv) {
     set_cpu_threads(threads);
     gpu.cudnn_attention = attention == "cudnn";
     train.cuda_graph = cuda_graph == "on";
+    const Precision chosen_precision = parse_precision(precision);
     if (*train_cmd) {
       train.run.seed = parse_seed(seed);
       train.model.activation = parse_activation(activation);
@@ -114,6 +135,8 @@ int main(int argc, char** argv) {
       train.model.validate();
       train.optimizer.validate();
       train.run.validate(train.model);
+      train.precision = chosen_precision;
+      validate_loss_scaler(train.loss_scaler);
       if (train.log_every <= 0)
         throw InputError("invalid config: --log-every must be positive, got " + std::to_string(train.log_every));
       auto backend = select_backend(backend_choice, gpu, std::cout);
@@ -121,7 +144,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     auto backend = select_backend(backend_choice, gpu, std::cout);
-    return run_verify(*backend, reference, std::cout) ? 0 : 1;
+    return run_verify(*backend, reference, std::cout, chosen_precision) ? 0 : 1;
   } catch (const InputError& e) {
     std::cerr << "error: " << e.what() << std::endl;
   } catch (const std::bad_alloc&) {

@@ -13,18 +13,18 @@ namespace {
 
 std::string layer_name(int l, const char* what) { return "layers." + std::to_string(l) + "." + what; }
 
-ArenaPlan plan_weights(const ParamLayout& layout) {
+ArenaPlan plan_weights(const ParamLayout& layout, DType act) {
   ArenaPlan plan;
   plan.add("params", DType::F32, {layout.total()});
   plan.add("grads", DType::F32, {layout.total()});
+  if (act != DType::F32) plan.add("working", act, {layout.total()});
   return plan;
 }
 
 // Every activation buffer one training step needs, named, in the order they are written.
-ArenaPlan plan_activations(const ModelConfig& c, int B, int T) {
+ArenaPlan plan_activations(const ModelConfig& c, int B, int T, DType act) {
   const int64_t N = static_cast<int64_t>(B) * T, C = c.d_model, F = c.d_ff, V = c.vocab_size, NH = c.n_head;
   ArenaPlan plan;
-  const DType act = DType::F32;  // storage dtype of activations
   plan.add("embedded", act, {N, C});
   for (int l = 0; l < c.n_layer; ++l) {
     plan.add(layer_name(l, "ln1"), act, {N, C});
@@ -46,7 +46,7 @@ ArenaPlan plan_activations(const ModelConfig& c, int B, int T) {
     plan.add("final_mean", DType::F32, {N});
     plan.add("final_rstd", DType::F32, {N});
   }
-  plan.add("logits", DType::F32, {N, V});
+  plan.add("logits", act, {N, V});
   plan.add("losses", DType::F32, {N});
   for (const char* name : {"d_scratch1", "d_scratch2", "d_scratch3", "d_residual"}) plan.add(name, act, {N, C});
   plan.add("d_qkv", act, {N, 3 * C});
@@ -57,20 +57,22 @@ ArenaPlan plan_activations(const ModelConfig& c, int B, int T) {
 
 }  // namespace
 
-Model::Model(Backend& backend, const ModelConfig& config, int B, int T)
+Model::Model(Backend& backend, const ModelConfig& config, int B, int T, DType act_dtype)
     : backend_(backend),
       config_(config),
       B_(B),
       T_(T),
+      act_dtype_(act_dtype),
       layout_(config),
-      weights_plan_(plan_weights(layout_)),
-      activations_plan_(plan_activations(config, B, T)),
+      weights_plan_(plan_weights(layout_, act_dtype)),
+      activations_plan_(plan_activations(config, B, T, act_dtype)),
       weights_(backend, weights_plan_),
       activations_(backend, activations_plan_) {
   params_flat_ = weights_.get("params");
   grads_flat_ = weights_.get("grads");
-  p_ = bind_params(layout_, config_, params_flat_.data);
-  g_ = bind_params(layout_, config_, grads_flat_.data);
+  working_flat_ = act_dtype == DType::F32 ? params_flat_ : weights_.get("working");
+  p_ = bind_params(layout_, config_, working_flat_.data, act_dtype);
+  g_ = bind_params(layout_, config_, grads_flat_.data, DType::F32);
   auto a = [&](const std::string& name) { return activations_.get(name); };
   embedded_ = a("embedded");
   for (int l = 0; l < config_.n_layer; ++l) {
@@ -92,6 +94,10 @@ Model::Model(Backend& backend, const ModelConfig& config, int B, int T)
   d_qkv_ = a("d_qkv");
   d_probs_ = a("d_probs");
   d_h_ = a("d_h");
+}
+
+void Model::refresh_working_weights() {
+  if (working_flat_.data != params_flat_.data) backend_.cast(working_flat_, params_flat_);
 }
 
 DropoutMask Model::dropout(const DropoutContext& ctx, int layer, DropoutSite site) const {
@@ -159,7 +165,7 @@ void Model::layer_forward(int l, const DropoutContext& ctx) {
     backend_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.norm2_weight, w.norm2_bias, eps);
 }
 
-void Model::backward(Tensor tokens, Tensor targets, float dloss_scale, const DropoutContext& ctx) {
+void Model::backward(Tensor tokens, Tensor targets, Tensor dloss_scale, const DropoutContext& ctx) {
   // logits -> dlogits in place; losses per token for the log
   backend_.cross_entropy_forward_backward(losses_, logits_, logits_, targets, dloss_scale);
   Tensor d = d_residual_;  // (N,C) the gradient flowing down the residual stream

@@ -20,22 +20,28 @@ struct DropoutContext {
 
 class Model {
  public:
-  // Plans and allocates parameters, gradients and activations for batches of B x T tokens.
-  Model(Backend& backend, const ModelConfig& config, int B, int T);
+  // Plans and allocates parameters, gradients and activations for batches of B x T tokens;
+  // activations, their gradients and the working weights are stored as `act_dtype`.
+  Model(Backend& backend, const ModelConfig& config, int B, int T, DType act_dtype = DType::F32);
 
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
-  Tensor params() const { return params_flat_; }  // (P) flat, PyTorch order
-  Tensor grads() const { return grads_flat_; }    // (P) flat, same layout
+  Tensor params() const { return params_flat_; }  // (P) F32 master weights, flat, PyTorch order
+  Tensor grads() const { return grads_flat_; }    // (P) F32, same layout
+  DType act_dtype() const { return act_dtype_; }
+  // The working weights the ops read are the masters rounded to act_dtype (the masters
+  // themselves in fp32): call after the masters change.
+  void refresh_working_weights();
   Tensor logits() const { return logits_; }       // (B,T,V) after forward; dlogits after backward
   Tensor losses() const { return losses_; }       // (B*T) per-token loss after backward
   size_t bytes() const { return weights_.bytes() + activations_.bytes(); }
 
   // tokens (B,T) int32 on the backend -> logits (B,T,V)
   void forward(Tensor tokens, const DropoutContext& ctx);
-  // targets (B,T) int32: fused softmax + cross-entropy (mean over B*T, times dloss_scale) and
-  // the backward pass; gradients ACCUMULATE into grads(). Needs the forward just before.
-  void backward(Tensor tokens, Tensor targets, float dloss_scale, const DropoutContext& ctx);
+  // targets (B,T) int32: fused softmax + cross-entropy (mean over B*T; its gradient times
+  // dloss_scale (1) F32, the loss scale, read from backend memory) and the backward pass;
+  // gradients ACCUMULATE into grads(). Needs the forward just before.
+  void backward(Tensor tokens, Tensor targets, Tensor dloss_scale, const DropoutContext& ctx);
 
  private:
   // Saved activations of one encoder layer; "ln1"/"ln2" are the outputs of norm1/norm2.
@@ -61,11 +67,12 @@ class Model {
   Backend& backend_;
   ModelConfig config_;
   int B_, T_;
+  DType act_dtype_;
   ParamLayout layout_;
   ArenaPlan weights_plan_, activations_plan_;
   Arena weights_, activations_;  // weights: parameters and gradients; activations: saved + scratch
-  Tensor params_flat_, grads_flat_;
-  ModelParams p_, g_;  // views into params_flat_ and grads_flat_
+  Tensor params_flat_, grads_flat_, working_flat_;  // working_flat_ is params_flat_ in fp32
+  ModelParams p_, g_;  // views into working_flat_ and grads_flat_
 
   Tensor embedded_;                 // (N,C) embedding output, the input of layer 0
   std::vector<LayerActs> layers_;

@@ -43,12 +43,12 @@ const ParamInfo& ParamLayout::find(const std::string& name) const {
   throw std::out_of_range("no parameter named " + name);
 }
 
-Tensor ParamLayout::view(void* base, const ParamInfo& info) const {
-  return Tensor{static_cast<float*>(base) + info.offset, DType::F32, info.shape};
+Tensor ParamLayout::view(void* base, const ParamInfo& info, DType dtype) const {
+  return Tensor{static_cast<char*>(base) + info.offset * dtype_size(dtype), dtype, info.shape};
 }
 
-ModelParams bind_params(const ParamLayout& layout, const ModelConfig& c, void* base) {
-  auto get = [&](const std::string& name) { return layout.view(base, layout.find(name)); };
+ModelParams bind_params(const ParamLayout& layout, const ModelConfig& c, void* base, DType dtype) {
+  auto get = [&](const std::string& name) { return layout.view(base, layout.find(name), dtype); };
   ModelParams m;
   m.embed = get("embed.weight");
   if (c.pos_embedding == PosEmbedding::Learned) m.pos_embed = get("pos_embed.weight");

@@ -21,7 +21,9 @@ class ParamLayout {
   const std::vector<ParamInfo>& params() const { return params_; }
   int64_t total() const { return total_; }  // number of elements
   const ParamInfo& find(const std::string& name) const;  // throws std::out_of_range
-  Tensor view(void* base, const ParamInfo& info) const;  // F32 view into a flat buffer
+  // A view of one parameter in a flat buffer of `dtype` elements (masters and gradients are
+  // F32; working weights have the activations' dtype).
+  Tensor view(void* base, const ParamInfo& info, DType dtype = DType::F32) const;
 
  private:
   void add(const std::string& name, Shape shape);
@@ -43,6 +45,6 @@ struct ModelParams {
   Tensor lm_head_weight, lm_head_bias;
 };
 
-ModelParams bind_params(const ParamLayout& layout, const ModelConfig& config, void* base);
+ModelParams bind_params(const ParamLayout& layout, const ModelConfig& config, void* base, DType dtype);
 
 }  // namespace tt

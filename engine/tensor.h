@@ -7,12 +7,16 @@
 #include <initializer_list>
 #include <string>
 
+#include "kernels/common/half.h"
+
 namespace tt {
 
-enum class DType { F32, I32 };  // bf16 and f16 storage are added by mixed precision
+// Storage types. BF16 and F16 only store values (kernels/common/half.h): ops compute in fp32.
+enum class DType { F32, BF16, F16, I32 };
 
 size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);  // safetensors spelling: "F32", "I32"
+const char* dtype_name(DType dtype);  // safetensors spelling: "F32", "BF16", "F16", "I32"
+bool is_float(DType dtype);           // F32, BF16 or F16
 
 constexpr int kMaxDims = 4;
 
@@ -38,6 +42,8 @@ struct Tensor {
   size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
   float* f32() const;    // checks the dtype, then returns the typed pointer
   int32_t* i32() const;
+  template <typename S>
+  S* as() const;  // S = float, bf16 or f16 (kernels/common/half.h); checks the dtype
 };
 
 }  // namespace tt

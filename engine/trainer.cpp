@@ -25,10 +25,11 @@ ArenaPlan plan_batch(int B, int T) {
 }  // namespace
 
 Trainer::Trainer(Backend& backend, const ModelConfig& model, const AdamWConfig& optimizer, int B, int T,
-                 uint64_t seed)
+                 uint64_t seed, Precision precision, const LossScalerConfig& scaler)
     : backend_(backend),
-      model_(backend, model, B, T),
+      model_(backend, model, B, T, activation_dtype(precision)),
       optimizer_(backend, optimizer, model_.layout().total()),
+      scaler_(backend, scaler),
       batch_(backend, plan_batch(B, T)),
       seed_(seed),
       B_(B),
@@ -36,6 +37,7 @@ Trainer::Trainer(Backend& backend, const ModelConfig& model, const AdamWConfig& 
 
 void Trainer::load_params(const float* host) {
   backend_.copy_to_device(model_.params().data, host, model_.params().bytes());
+  model_.refresh_working_weights();
 }
 
 void Trainer::load_batch(const int32_t* x, const int32_t* y, uint32_t step) {
@@ -57,10 +59,15 @@ void Trainer::forward() { model_.forward(batch_.get("x"), dropout_context()); }
 void Trainer::forward_backward() {
   backend_.fill_zero(model_.grads());
   model_.forward(batch_.get("x"), dropout_context());
-  model_.backward(batch_.get("x"), batch_.get("y"), 1.0f, dropout_context());
+  model_.backward(batch_.get("x"), batch_.get("y"), scaler_.scale(), dropout_context());
 }
 
-void Trainer::optimizer_step() { optimizer_.step(model_.params(), model_.grads()); }
+void Trainer::optimizer_step() {
+  backend_.grad_norm_check(model_.grads(), scaler_.state());
+  optimizer_.step(model_.params(), model_.grads(), scaler_.state());
+  backend_.loss_scaler_update(scaler_.state(), scaler_.config(), batch_.get("step"));
+  model_.refresh_working_weights();
+}
 
 void Trainer::train_step(bool use_graph) {
   const bool graph = use_graph && backend_.supports_graphs() && steps_run_ > 0;
@@ -91,7 +98,9 @@ double Trainer::read_loss() {
 
 void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
   const int B = o.run.batch, T = o.run.seq;
-  Trainer trainer(backend, o.model, o.optimizer, B, T, o.run.seed);
+  LossScalerConfig scaler = o.loss_scaler;
+  scaler.dynamic = o.precision == Precision::FP16;
+  Trainer trainer(backend, o.model, o.optimizer, B, T, o.run.seed, o.precision, scaler);
   trainer.load_params(init_params(trainer.model().layout(), o.run.seed).data());
   std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
   const double alloc_mb = static_cast<double>(trainer.bytes()) / (1024.0 * 1024.0);
@@ -118,11 +127,20 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
     trainer.train_step(o.cuda_graph);
     if (step % o.log_every == 0) {  // the loss of this step's forward, before its update
       const double loss = trainer.read_loss();
+      const LossScalerStatus status = trainer.scaler().read();
       close_window(step + 1);
-      if (!std::isfinite(loss))
-        throw InputError("training diverged: loss is " + std::to_string(loss) + " at step " + std::to_string(step));
-      char line[128];
-      std::snprintf(line, sizeof(line), "step %3d | loss %.4f | alloc %.1f MB", step, loss, alloc_mb);
+      // Without dynamic scaling a skipped step means the gradients (and so the loss) went
+      // non-finite: stop rather than train on garbage. fp16 skips and recovers by design.
+      if (!scaler.dynamic && status.first_skipped_step >= 0)
+        throw InputError("training diverged: the loss became non-finite at step " +
+                         std::to_string(status.first_skipped_step) + " (" + precision_name(o.precision) +
+                         " has no loss scaling to recover; try a lower --lr)");
+      char line[192];
+      if (scaler.dynamic)
+        std::snprintf(line, sizeof(line), "step %3d | loss %.4f | scale %g | skipped %d | alloc %.1f MB", step, loss,
+                      status.scale, status.skipped_steps, alloc_mb);
+      else
+        std::snprintf(line, sizeof(line), "step %3d | loss %.4f | alloc %.1f MB", step, loss, alloc_mb);
       log << line << std::endl;
     }
   }

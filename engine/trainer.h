@@ -8,18 +8,20 @@
 #include "engine/config.h"
 #include "engine/model.h"
 #include "optim/adamw.h"
+#include "optim/loss_scaler.h"
 
 namespace tt {
 
 class Trainer {
  public:
-  Trainer(Backend& backend, const ModelConfig& model, const AdamWConfig& optimizer, int B, int T, uint64_t seed);
+  Trainer(Backend& backend, const ModelConfig& model, const AdamWConfig& optimizer, int B, int T, uint64_t seed,
+          Precision precision = Precision::FP32, const LossScalerConfig& scaler = LossScalerConfig{});
 
   Model& model() { return model_; }
-  AdamW& optimizer() { return optimizer_; }
-  size_t bytes() const { return model_.bytes() + optimizer_.bytes() + batch_.bytes(); }
+  LossScaler& scaler() { return scaler_; }
+  size_t bytes() const { return model_.bytes() + optimizer_.bytes() + scaler_.bytes() + batch_.bytes(); }
 
-  // Host parameters in ParamLayout order -> the backend's parameter buffer.
+  // Host parameters in ParamLayout order -> the backend's master weights (and working weights).
   void load_params(const float* host);
   // x, y (B*T each) host token ids, checked against the vocabulary, and the training step
   // whose dropout masks the next passes use: copied in together.
@@ -28,6 +30,8 @@ class Trainer {
   void forward();
   // Zeroes the gradients, then forward and backward on the loaded batch.
   void forward_backward();
+  // Gradient check (global norm, inf/NaN), AdamW (skipped on inf/NaN), loss-scaler update,
+  // working weights refreshed from the masters: all enqueued on the backend.
   void optimizer_step();
   // One whole training step on the loaded batch: forward_backward, then optimizer_step. With
   // use_graph on a backend that has graphs, the first call runs eagerly (GEMM plans and
@@ -43,6 +47,7 @@ class Trainer {
   Backend& backend_;
   Model model_;
   AdamW optimizer_;
+  LossScaler scaler_;
   Arena batch_;  // x (B,T) and y (B,T) int32 token ids, step (1): the training step
   uint64_t seed_;
   int B_, T_;
@@ -56,6 +61,8 @@ struct TrainOptions {
   RunConfig run;
   int log_every = 10;
   bool cuda_graph = true;  // replay each step as one CUDA graph where the backend has graphs
+  Precision precision = Precision::FP32;
+  LossScalerConfig loss_scaler;  // .dynamic is set from the precision (fp16 only)
 };
 
 // The `tinytrain train` loop on random tokens: logs "step | loss | alloc" and the speed.

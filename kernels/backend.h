@@ -1,8 +1,13 @@
 // The backend contract. A backend owns memory (allocate, copy, free) and runs every op of
 // the model family. The engine holds Tensor views into backend memory and only orchestrates.
 // Ops may run asynchronously (CUDA: on the backend's stream); only copy_to_host and
-// synchronize wait. The storage dtype of activations travels in each view, so lower
-// precisions add cases inside the backends, not new signatures.
+// synchronize wait.
+//
+// Precision: every float view carries its storage dtype (F32, BF16 or F16). Activations,
+// activation gradients and working weights share one storage dtype; ops load them into fp32,
+// compute in fp32 (GEMMs accumulate in fp32; LayerNorm statistics, softmax and cross-entropy
+// are fp32) and round what they store. Parameter gradients, LayerNorm mean/rstd, the losses
+// and everything the optimizer touches are always F32.
 //
 // Shape letters: B batch, T sequence, C d_model, NH heads, HS head size (C / NH),
 // F d_ff, V vocab, N = B*T tokens. "dX" is the gradient of the loss with respect to X.
@@ -14,6 +19,7 @@
 
 #include "engine/tensor.h"
 #include "kernels/common/adamw_update.h"
+#include "kernels/common/loss_scaler.h"
 #include "kernels/common/philox.h"
 
 namespace tt {
@@ -23,6 +29,17 @@ enum class Activation { Relu, Gelu };
 struct AttentionShape {
   int B, T, NH, HS;
   bool causal;
+};
+
+// The loss scaler's state (kernels/common/loss_scaler.h), in backend memory so that one
+// captured CUDA graph serves every step, skipped or not.
+struct LossScalerState {
+  Tensor scale;               // F32 [1]: the loss gradient, and so every gradient, is multiplied by it
+  Tensor growth_tracker;      // I32 [1]: clean steps since the scale last changed
+  Tensor found_inf;           // I32 [1]: this step's gradients hold an inf or NaN
+  Tensor skipped_steps;       // I32 [1]
+  Tensor first_skipped_step;  // I32 [1]: -1 until a step is skipped
+  Tensor grad_norm_sq;        // F32 [1]: sum of the squared (scaled) gradients
 };
 
 class Backend {
@@ -92,18 +109,31 @@ class Backend {
   // residual backward is a copy of the gradient to both inputs: the engine reuses views.
 
   // ---- fused softmax + cross-entropy, mean over the N tokens ----
-  // logits (N,V), targets (N) int32 -> losses (N) per-token loss; and, when dlogits has data,
-  // dlogits (N,V) = (softmax(logits) - onehot(target)) * dloss_scale / N. dlogits may alias
-  // logits: no probability tensor is kept.
+  // logits (N,V), targets (N) int32, dloss_scale (1) F32 -> losses (N) F32 per-token loss,
+  // computed in fp32; and, when dlogits has data, dlogits (N,V) = (softmax(logits) -
+  // onehot(target)) * dloss_scale / N. dlogits may alias logits: no probability tensor is kept.
+  // dloss_scale is read from backend memory: the loss scaler's current scale.
   virtual void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
-                                              float dloss_scale) = 0;
+                                              Tensor dloss_scale) = 0;
 
-  // ---- optimizer: one AdamW update over flat buffers ----
-  // params (n), grads (n), exp_avg (n), exp_avg_sq (n); step_count (1) int32 in backend memory
-  // holds the steps taken: the update is step t = step_count + 1, and step_count becomes t.
-  // Keeping the count on the backend lets one captured CUDA graph serve every step.
+  // ---- precision ----
+  // src (n) -> dst (n), any float dtypes: rounds to nearest even when narrowing (working
+  // weights from the fp32 masters).
+  virtual void cast(Tensor dst, Tensor src) = 0;
+
+  // ---- optimizer step: check, update, scaler, all on the backend ----
+  // grads (n) F32 -> s.grad_norm_sq = sum of squares, s.found_inf = any inf or NaN.
+  // The global gradient norm and the loss scaler's inf/NaN check in one pass.
+  virtual void grad_norm_check(Tensor grads, const LossScalerState& s) = 0;
+  // params (n), grads (n), exp_avg (n), exp_avg_sq (n); step_count (1) int32 holds the steps
+  // taken: the update is step t = step_count + 1, and step_count becomes t. The gradients are
+  // scaled by s.scale and unscaled here (times 1/scale). When s.found_inf is set nothing
+  // changes: parameters, moments and step count stay as they are (a skipped step).
   virtual void adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
-                          const AdamWHyper& hyper) = 0;
+                          const AdamWHyper& hyper, const LossScalerState& s) = 0;
+  // After the optimizer: loss_scaler_update (kernels/common/loss_scaler.h) on s, with the
+  // training step read from `step` (1) int32.
+  virtual void loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) = 0;
 };
 
 }  // namespace tt

@@ -18,9 +18,9 @@ ArenaPlan plan_state(int64_t n) {
 AdamW::AdamW(Backend& backend, const AdamWConfig& config, int64_t num_params)
     : backend_(backend), config_(config), state_(backend, plan_state(num_params)) {}
 
-void AdamW::step(Tensor params, Tensor grads) {
+void AdamW::step(Tensor params, Tensor grads, const LossScalerState& scaler) {
   backend_.adamw_step(params, grads, state_.get("exp_avg"), state_.get("exp_avg_sq"), state_.get("step_count"),
-                      config_);
+                      config_, scaler);
 }
 
 }  // namespace tt

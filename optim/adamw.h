@@ -13,8 +13,9 @@ class AdamW {
  public:
   AdamW(Backend& backend, const AdamWConfig& config, int64_t num_params);
 
-  // params (P), grads (P): one update.
-  void step(Tensor params, Tensor grads);
+  // params (P), grads (P) scaled by the loss scaler's scale: one update, or none when the
+  // scaler found an inf or NaN in the gradients.
+  void step(Tensor params, Tensor grads, const LossScalerState& scaler);
   size_t bytes() const { return state_.bytes(); }
 
  private:

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "engine/tensor.h"
+#include "kernels/backend.h"
 #include "kernels/common/philox.h"
 
 namespace tt::test {
@@ -36,6 +37,23 @@ inline Tensor i32_view(std::vector<int32_t>& v, Shape shape) {
 }
 // An absent optional tensor (bias, wpe, dinp, dlogits): null data.
 inline Tensor null_f32() { return Tensor{nullptr, DType::F32, Shape{}}; }
+
+// A one-element F32 tensor holding `value` (e.g. a loss scale), in storage that outlives the call.
+inline Tensor scalar_f32(float value) {
+  static std::deque<float> values;
+  values.push_back(value);
+  return Tensor{&values.back(), DType::F32, Shape{1}};
+}
+
+// A loss scaler state with scale 1 and no inf found: an optimizer step that is not skipped.
+inline LossScalerState unit_scaler() {
+  static float scale = 1.0f, norm_sq = 0.0f;
+  static int32_t tracker = 0, found_inf = 0, skipped = 0, first_skipped = -1;
+  scale = 1.0f, found_inf = 0;
+  return LossScalerState{Tensor{&scale, DType::F32, Shape{1}},         Tensor{&tracker, DType::I32, Shape{1}},
+                         Tensor{&found_inf, DType::I32, Shape{1}},     Tensor{&skipped, DType::I32, Shape{1}},
+                         Tensor{&first_skipped, DType::I32, Shape{1}}, Tensor{&norm_sq, DType::F32, Shape{1}}};
+}
 
 // An op-level DropoutMask for `key`: ops read the step through a pointer (into backend memory;
 // here host memory, which is the CPU backend's), so the step is kept in storage that outlives

@@ -54,7 +54,7 @@ void backend_step(Backend& backend, std::vector<float>& p, std::vector<float>& g
   std::vector<int32_t> step_count{t - 1};
   const Shape n{static_cast<int64_t>(p.size())};
   backend.adamw_step(f32_view(p, n), f32_view(g, n), f32_view(m, n), f32_view(v, n), i32_view(step_count, {1}),
-                     hyper(h));
+                     hyper(h), test::unit_scaler());
   ASSERT_EQ(step_count[0], t) << "adamw_step advances the step count";
 }
 

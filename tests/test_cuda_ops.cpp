@@ -114,6 +114,23 @@ struct OpCase {
   int absent(const std::string& name) { return add({name, DType::F32, Shape{}, {}, {}, -1.0, true}); }
 };
 
+// A loss scaler held in a case's tensors (backend memory): scale 1, nothing found, not compared
+// except found_inf, which the optimizer step must leave as it was.
+struct ScalerSlots {
+  int scale, growth_tracker, found_inf, skipped_steps, first_skipped_step, grad_norm_sq;
+};
+
+ScalerSlots unit_scaler_in(OpCase& c) {
+  return ScalerSlots{c.inout("loss scale", {1}, {1.0f}, -1.0),      c.scalar_i32("growth tracker", 0, false),
+                     c.scalar_i32("found_inf", 0, true),            c.scalar_i32("skipped steps", 0, false),
+                     c.scalar_i32("first skipped step", -1, false), c.inout("grad norm^2", {1}, {0.0f}, -1.0)};
+}
+
+LossScalerState scaler_at(const std::vector<Tensor>& v, const ScalerSlots& s) {
+  return LossScalerState{v[s.scale],         v[s.growth_tracker],     v[s.found_inf],
+                         v[s.skipped_steps], v[s.first_skipped_step], v[s.grad_norm_sq]};
+}
+
 // A dropout mask whose step lives in the case's int32 tensor `step` (backend memory).
 DropoutMask mask_at(const std::vector<Tensor>& v, int step, float p, uint64_t seed, uint32_t layer,
                     DropoutSite site) {
@@ -405,9 +422,9 @@ std::vector<CaseSpec> cross_entropy_cases() {
                        const int dlogits = p.grad == Grad::Separate     ? c.output("dlogits", {p.N, p.V}, tol)
                                            : p.grad == Grad::None       ? c.absent("dlogits")
                                                                         : logits;
-                       const float scale = p.dloss_scale;
+                       const int scale = c.inout("dloss_scale", {1}, {p.dloss_scale}, -1.0);
                        c.run = [=](Backend& be, const std::vector<Tensor>& v) {
-                         be.cross_entropy_forward_backward(v[losses], v[dlogits], v[logits], v[targets], scale);
+                         be.cross_entropy_forward_backward(v[losses], v[dlogits], v[logits], v[targets], v[scale]);
                        };
                        return c;
                      }});
@@ -540,8 +557,10 @@ std::vector<CaseSpec> adamw_cases() {
                        hyper.lr = 1e-2;
                        hyper.weight_decay = 0.1;
                        const int steps = p.steps;
+                       const ScalerSlots scaler = unit_scaler_in(c);
                        c.run = [=](Backend& be, const std::vector<Tensor>& v) {
-                         for (int s = 0; s < steps; ++s) be.adamw_step(v[params], v[grads], v[m], v[v2], v[count], hyper);
+                         for (int s = 0; s < steps; ++s)
+                           be.adamw_step(v[params], v[grads], v[m], v[v2], v[count], hyper, scaler_at(v, scaler));
                        };
                        return c;
                      }});
@@ -576,6 +595,7 @@ std::vector<CaseSpec> graph_cases() {
              // gradient, so rounding-level gradient differences cannot flip a near-zero
              // gradient's step from +lr to -lr.
              hyper.eps = 1.0;
+             const ScalerSlots scaler = unit_scaler_in(c);
              c.run = [=](Backend& be, const std::vector<Tensor>& v) {
                const DropoutMask mask = mask_at(v, step, 0.25f, 77, 0, DropoutSite::FfnOutput);
                auto training_step = [&] {
@@ -584,7 +604,7 @@ std::vector<CaseSpec> graph_cases() {
                  be.linear_forward(v[out], v[x], v[w], v[b]);
                  be.dropout_forward(v[out], v[out], mask);
                  be.linear_backward(Tensor{nullptr, DType::F32, Shape{}}, v[dw], v[db], v[out], v[x], v[w]);
-                 be.adamw_step(v[w], v[dw], v[m], v[v2], v[count], hyper);
+                 be.adamw_step(v[w], v[dw], v[m], v[v2], v[count], hyper, scaler_at(v, scaler));
                };
                for (uint32_t s = 1; s <= static_cast<uint32_t>(kSteps); ++s) {
                  be.copy_to_device(v[step].data, &s, sizeof s);

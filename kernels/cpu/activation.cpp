@@ -1,11 +1,13 @@
 // ReLU and exact GELU, forward and backward (CPU).
 #include "kernels/common/gelu.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/storage.h"
 
 namespace tt {
 
 // inp (n) -> out (n)
 void CpuBackend::activation_forward(Tensor out, Tensor inp, Activation act) {
+  Fp32Scope fp32({&out, &inp});  // bf16/fp16 storage: see storage.h
   const int64_t n = inp.numel();
   const float* x = inp.f32();
   float* y = out.f32();
@@ -20,6 +22,7 @@ void CpuBackend::activation_forward(Tensor out, Tensor inp, Activation act) {
 
 // dout (n), inp (n) the pre-activation -> dinp (n), may alias dout
 void CpuBackend::activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) {
+  Fp32Scope fp32({&dinp, &dout, &inp});  // bf16/fp16 storage: see storage.h
   const int64_t n = inp.numel();
   const float* x = inp.f32();
   const float* d = dout.f32();

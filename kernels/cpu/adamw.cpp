@@ -3,18 +3,22 @@
 
 namespace tt {
 
-// params (n), grads (n), exp_avg (n), exp_avg_sq (n) updated in place; step_count (1) += 1
+// params (n), grads (n) scaled by s.scale, exp_avg (n), exp_avg_sq (n) updated in place;
+// step_count (1) += 1. Nothing changes when s.found_inf is set.
 void CpuBackend::adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
-                            const AdamWHyper& hyper) {
+                            const AdamWHyper& hyper, const LossScalerState& scaler) {
+  if (*scaler.found_inf.i32()) return;  // a skipped step
   int32_t* t = step_count.i32();
   const AdamWStepScalars s = adamw_step_scalars(hyper, *t + 1);
+  // As GradScaler.unscale_: multiply by the fp32 reciprocal of the scale (computed in double).
+  const float inv_scale = static_cast<float>(1.0 / static_cast<double>(*scaler.scale.f32()));
   const int64_t n = params.numel();
   float* p = params.f32();
   const float* g = grads.f32();
   float* m = exp_avg.f32();
   float* v = exp_avg_sq.f32();
 #pragma omp parallel for simd
-  for (int64_t i = 0; i < n; ++i) adamw_update(p + i, m + i, v + i, g[i], s);
+  for (int64_t i = 0; i < n; ++i) adamw_update(p + i, m + i, v + i, g[i] * inv_scale, s);
   *t += 1;
 }
 

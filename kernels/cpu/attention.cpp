@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/storage.h"
 #include "kernels/cpu/dropout_mask.h"
 
 namespace tt {
@@ -26,6 +27,7 @@ struct PackedQkv {
 // qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T) (softmax weights, before dropout)
 void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
                                    const DropoutMask& dropout) {
+  Fp32Scope fp32({&out, &probs, &qkv});  // bf16/fp16 storage: see storage.h
   const int B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS;
   const PackedQkv at{T, C, HS};
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
@@ -76,6 +78,7 @@ void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const A
 // dout (B,T,C) -> dqkv (B,T,3C); dprobs (B,NH,T,T) scratch for the score gradients
 void CpuBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs,
                                     const AttentionShape& s, const DropoutMask& dropout) {
+  Fp32Scope fp32({&dqkv, &dprobs, &dout, &qkv, &probs});  // bf16/fp16 storage: see storage.h
   const int B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS;
   const PackedQkv at{T, C, HS};
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));

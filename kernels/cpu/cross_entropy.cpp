@@ -3,18 +3,20 @@
 #include <cmath>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/storage.h"
 
 namespace tt {
 
 // logits (N,V), targets (N) -> losses (N); dlogits (N,V) = (softmax - onehot) * dloss_scale / N
 void CpuBackend::cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
-                                                float dloss_scale) {
+                                                Tensor dloss_scale) {
+  Fp32Scope fp32({&dlogits, &logits});  // bf16/fp16 storage: see storage.h
   const int N = logits.shape[0], V = logits.shape[1];
   const float* z = logits.f32();
   const int32_t* y = targets.i32();
   float* loss = losses.f32();
   float* dz = dlogits.data ? dlogits.f32() : nullptr;
-  const float grad_scale = dloss_scale / N;
+  const float grad_scale = *dloss_scale.f32() / N;
 #pragma omp parallel for
   for (int n = 0; n < N; ++n) {
     const float* zr = z + static_cast<int64_t>(n) * V;

@@ -1,12 +1,14 @@
 // Inverted dropout with Philox masks, forward and backward (CPU). The mask is never stored:
 // both directions recompute it from (seed, step, layer, site, index).
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/storage.h"
 #include "kernels/cpu/dropout_mask.h"
 
 namespace tt {
 
 // inp (n) -> out (n), may alias; identity when p == 0
 void CpuBackend::dropout_forward(Tensor out, Tensor inp, const DropoutMask& dropout) {
+  Fp32Scope fp32({&out, &inp});  // bf16/fp16 storage: see storage.h
   const int64_t n = inp.numel();
   const float p = dropout.p;
   const float* x = inp.f32();

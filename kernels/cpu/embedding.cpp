@@ -1,11 +1,13 @@
 // Token and learned positional embedding, forward and backward (CPU).
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/storage.h"
 
 namespace tt {
 
 // tokens (B,T) int32, wte (V,C), wpe (maxT,C) or null -> out (B,T,C)
 // Token ids are checked on the host before they reach a backend (engine/data).
 void CpuBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) {
+  Fp32Scope fp32({&out, &wte, &wpe});  // bf16/fp16 storage: see storage.h
   const int B = tokens.shape[0], T = tokens.shape[1], C = wte.shape[1];
   const int32_t* ids = tokens.i32();
   const float* table = wte.f32();
@@ -24,6 +26,7 @@ void CpuBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor
 // Several tokens may share an id, so rows are accumulated in a fixed (b,t) order per
 // channel block: threads split the channels, never the tokens, which keeps it deterministic.
 void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) {
+  Fp32Scope fp32({&dout});  // bf16/fp16 storage: see storage.h
   const int B = tokens.shape[0], T = tokens.shape[1], C = dwte.shape[1];
   const int32_t* ids = tokens.i32();
   const float* d = dout.f32();

@@ -4,12 +4,14 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/storage.h"
 
 namespace tt {
 
 // inp (N,C), weight (C), bias (C) -> out (N,C), mean (N), rstd (N)
 void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
                                    float eps) {
+  Fp32Scope fp32({&out, &inp, &weight, &bias});  // bf16/fp16 storage: see storage.h
   const int N = inp.shape[0], C = inp.shape[1];
   const float* x = inp.f32();
   const float* w = weight.f32();
@@ -38,6 +40,7 @@ void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor 
 // dx = rstd (g - mean(g) - xhat mean(g xhat)).
 void CpuBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                                     Tensor mean, Tensor rstd) {
+  Fp32Scope fp32({&dinp, &dout, &inp, &weight});  // bf16/fp16 storage: see storage.h
   const int N = inp.shape[0], C = inp.shape[1];
   const float* x = inp.f32();
   const float* d = dout.f32();

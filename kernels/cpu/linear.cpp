@@ -3,11 +3,13 @@
 #include <cblas.h>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/storage.h"
 
 namespace tt {
 
 // inp (N,I), weight (O,I), bias (O) or null -> out (N,O)
 void CpuBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) {
+  Fp32Scope fp32({&out, &inp, &weight, &bias});  // bf16/fp16 storage: see storage.h
   const int N = inp.shape[0], I = inp.shape[1], O = weight.shape[0];
   float* o = out.f32();
   float beta = 0.0f;
@@ -25,6 +27,7 @@ void CpuBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bi
 // dout (N,O) -> dinp (N,I) = dout W (skipped when null), dweight (O,I) += dout^T inp,
 // dbias (O) += column sums of dout
 void CpuBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) {
+  Fp32Scope fp32({&dinp, &dout, &inp, &weight});  // bf16/fp16 storage: see storage.h
   const int N = inp.shape[0], I = inp.shape[1], O = weight.shape[0];
   const float* d = dout.f32();
   if (dinp.data)

@@ -58,7 +58,7 @@ __device__ __forceinline__ float block_max(float v, float* partials) {
 // A target outside [0, V) gives a NaN loss (the CPU reads out of bounds) and no onehot term.
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_kernel(float* losses, float* dlogits, const float* logits, const int32_t* __restrict__ targets,
-                         int V, float grad_scale) {
+                         int V, const float* dloss_scale, float tokens) {
   __shared__ float partials[kWarps];
   const int64_t row = blockIdx.x;
   const float* z = logits + row * V;
@@ -78,6 +78,7 @@ __global__ void __launch_bounds__(kThreads)
 
   if (threadIdx.x == 0) losses[row] = logf(sum) + max_logit - target_logit;
   if (dlogits != nullptr) {
+    const float grad_scale = *dloss_scale / tokens;  // the loss scale, read when the kernel runs; as the CPU
     const float inv_sum = 1.0f / sum;
     float* d = dlogits + row * V;
     for (int v = threadIdx.x; v < V; v += kThreads) {
@@ -91,12 +92,12 @@ __global__ void __launch_bounds__(kThreads)
 
 // logits (N,V), targets (N) -> losses (N); dlogits (N,V) = (softmax - onehot) * dloss_scale / N
 void CudaBackend::cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
-                                                 float dloss_scale) {
+                                                 Tensor dloss_scale) {
   const int N = static_cast<int>(logits.shape[0]), V = static_cast<int>(logits.shape[1]);
   if (N <= 0) return;
   float* dz = dlogits.data ? dlogits.f32() : nullptr;
-  const float grad_scale = dloss_scale / N;  // fp32, as the CPU computes it
-  cross_entropy_kernel<<<N, kThreads, 0, stream_>>>(losses.f32(), dz, logits.f32(), targets.i32(), V, grad_scale);
+  cross_entropy_kernel<<<N, kThreads, 0, stream_>>>(losses.f32(), dz, logits.f32(), targets.i32(), V,
+                                                    dloss_scale.f32(), static_cast<float>(N));
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -1,0 +1,40 @@
+// fp32 working copies of bf16/fp16 op arguments (see storage.h).
+#include "kernels/cpu/storage.h"
+
+namespace tt {
+
+Fp32Scope::Fp32Scope(std::initializer_list<Tensor*> tensors) {
+  copies_.reserve(tensors.size());  // no reallocation: tensors point into the copies
+  for (Tensor* t : tensors) {
+    if (!t->data || t->dtype == DType::F32 || t->dtype == DType::I32) continue;
+    Copy* copy = nullptr;
+    for (Copy& c : copies_)
+      if (c.storage == t->data) copy = &c;
+    if (!copy) {
+      copies_.push_back(Copy{t->data, t->dtype, std::vector<float>(t->numel())});
+      copy = &copies_.back();
+      std::vector<float>& v = copy->values;
+      dispatch_float(t->dtype, [&](auto storage_type) {
+        const auto* x = t->as<decltype(storage_type)>();
+        for (size_t i = 0; i < v.size(); ++i) v[i] = to_float(x[i]);
+      });
+    }
+    t->data = copy->values.data();
+    t->dtype = DType::F32;
+  }
+}
+
+Fp32Scope::~Fp32Scope() {
+  for (Copy& c : copies_) {
+    const std::vector<float>& v = c.values;
+    if (c.dtype == DType::BF16) {
+      bf16* y = static_cast<bf16*>(c.storage);
+      for (size_t i = 0; i < v.size(); ++i) y[i] = float_to_bf16(v[i]);
+    } else {
+      f16* y = static_cast<f16*>(c.storage);
+      for (size_t i = 0; i < v.size(); ++i) y[i] = float_to_f16(v[i]);
+    }
+  }
+}
+
+}  // namespace tt

@@ -1,0 +1,51 @@
+// CPU helper: run code templated on the storage type of a float tensor. The lambda receives a
+// value of the storage type (float, bf16 or f16) only to carry the type:
+//   dispatch_float(t.dtype, [&](auto s) { using S = decltype(s); ... t.as<S>() ... });
+#pragma once
+#include <initializer_list>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "engine/tensor.h"
+#include "kernels/common/half.h"
+
+namespace tt {
+
+template <typename Fn>
+void dispatch_float(DType dtype, Fn&& fn) {
+  switch (dtype) {
+    case DType::F32: fn(float{}); return;
+    case DType::BF16: fn(bf16{}); return;
+    case DType::F16: fn(f16{}); return;
+    default: throw std::logic_error(std::string("expected a float tensor, got ") + dtype_name(dtype));
+  }
+}
+
+}  // namespace tt
+
+namespace tt {
+
+// How the CPU backend runs an op on bf16/fp16 storage: for the op's duration every such
+// tensor argument is replaced by an fp32 copy (exact: each 16-bit value is an fp32 value),
+// the fp32 op runs, and every copy is rounded back into its 16-bit storage (round to nearest
+// even, the GPU's rounding). Inputs come back unchanged (they round-trip exactly), outputs
+// are rounded once: "load 16-bit, compute in fp32, store rounded", which is what the CUDA
+// kernels do. Arguments that alias (dinp over dout) share one copy.
+class Fp32Scope {
+ public:
+  Fp32Scope(std::initializer_list<Tensor*> tensors);
+  ~Fp32Scope();
+  Fp32Scope(const Fp32Scope&) = delete;
+  Fp32Scope& operator=(const Fp32Scope&) = delete;
+
+ private:
+  struct Copy {
+    void* storage;
+    DType dtype;
+    std::vector<float> values;
+  };
+  std::vector<Copy> copies_;
+};
+
+}  // namespace tt
