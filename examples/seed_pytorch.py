@@ -17,17 +17,39 @@ made on the device before the first step.
 --compile wraps the model in torch.compile (default mode); its compilation happens in the
 warm-up steps, so give it a few (--warmup >= 1).
 
+--amp bf16|fp16 runs forward + loss under torch.autocast(device_type=<device>, dtype=...)
+(parameters, gradients and AdamW stay fp32); fp16 adds a GradScaler (init scale 65536,
+growth 2, backoff 0.5, interval 2000: tinytrain's dynamic loss scaling) and prints the final
+scale after the timing. fp16 autocast on the CPU needs a PyTorch that supports it (1.13 does
+not): the script refuses that combination rather than silently running fp32.
+
+The model-shape flags (--vocab-size --d-model --n-head --n-layer --d-ff --activation
+--norm-first --causal --pos-embedding --max-seq-len --layer-norm-eps --dropout) and --batch
+--seq --lr mirror `tinytrain train`'s and default to the seed workload, so the same config can
+run in both engines. --window sets the steps per timing window (default 10).
+
 Run with Debian's PyTorch:  /usr/bin/python3 examples/seed_pytorch.py --device cpu --threads 2
 On a GPU (tools/bench_gpu.py):  python3 examples/seed_pytorch.py --device cuda --steps 300 --warmup 20 [--compile]
 """
 import argparse
+import contextlib
 import os
 import sys
 import time
 import traceback
+import warnings
 
 BATCH, SEQ = 16, 64
-WINDOW = 10  # steps per timing window
+WINDOW = 10  # steps per timing window (default of --window)
+
+
+def _bool(text):
+    low = text.lower()
+    if low in ("true", "1", "yes"):
+        return True
+    if low in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def parse_args():
@@ -40,9 +62,32 @@ def parse_args():
     p.add_argument("--warmup", type=int, default=3, help="untimed steps at the start")
     p.add_argument("--compile", action="store_true",
                    help="torch.compile the model (default mode; compiles during the warm-up)")
+    p.add_argument("--amp", choices=("none", "bf16", "fp16"), default="none",
+                   help="torch.autocast dtype around forward + loss (fp16: with a GradScaler)")
+    p.add_argument("--window", type=int, default=WINDOW,
+                   help=f"steps per timing window (default {WINDOW})")
+    # The model and run shape, as `tinytrain train` spells it. Model defaults (None here)
+    # are the seed workload's, from tinytrain_model.SEED_CONFIG (read after the torch import).
+    p.add_argument("--vocab-size", type=int, default=None)
+    p.add_argument("--d-model", type=int, default=None)
+    p.add_argument("--n-head", type=int, default=None)
+    p.add_argument("--n-layer", type=int, default=None)
+    p.add_argument("--d-ff", type=int, default=None)
+    p.add_argument("--activation", choices=("relu", "gelu"), default=None)
+    p.add_argument("--norm-first", type=_bool, default=None, metavar="true|false")
+    p.add_argument("--causal", type=_bool, default=None, metavar="true|false")
+    p.add_argument("--pos-embedding", choices=("none", "learned"), default=None)
+    p.add_argument("--max-seq-len", type=int, default=None)
+    p.add_argument("--layer-norm-eps", type=float, default=None)
+    p.add_argument("--dropout", type=float, default=None)
+    p.add_argument("--batch", type=int, default=BATCH, help=f"sequences per step (default {BATCH})")
+    p.add_argument("--seq", type=int, default=SEQ, help=f"tokens per sequence (default {SEQ})")
+    p.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default 1e-4)")
     args = p.parse_args()
     if args.steps < 1 or args.warmup < 0 or args.warmup >= args.steps:
         p.error("need steps >= 1 and 0 <= warmup < steps")
+    if args.window < 1 or args.batch < 1 or args.seq < 1:
+        p.error("window, batch and seq must be >= 1")
     if args.compile and args.warmup < 1:
         p.error("--compile needs --warmup >= 1 (compilation must stay out of the timing)")
     if args.threads is not None and args.threads < 1:
@@ -64,7 +109,9 @@ import torch  # noqa: E402  (after the environment is set)
 import torch.nn as nn  # noqa: E402
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
-from tinytrain_model import SEED_CONFIG, build_model  # noqa: E402
+from tinytrain_model import SEED_CONFIG, build_model, validate_config  # noqa: E402
+
+AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 def state_bytes(model, optimizer):
@@ -81,6 +128,52 @@ def state_bytes(model, optimizer):
     return total
 
 
+def model_config():
+    """SEED_CONFIG with the shape flags given on the command line applied."""
+    cfg = dict(SEED_CONFIG)  # exactly the seed by default: dropout 0.1, relu, post-norm
+    for k in cfg:
+        v = getattr(args, k, None)
+        if v is not None:
+            cfg[k] = v
+    err = validate_config(cfg)
+    if not err and args.seq > cfg["max_seq_len"]:
+        err = f"seq {args.seq} exceeds max_seq_len {cfg['max_seq_len']} (raise --max-seq-len)"
+    if err:
+        sys.exit(f"seed_pytorch.py: error: {err}")
+    return cfg
+
+
+def make_scaler(device):
+    """The fp16 GradScaler (tinytrain's loss-scaling constants), or exit with a reason."""
+    kw = dict(init_scale=65536.0, growth_factor=2.0, backoff_factor=0.5, growth_interval=2000)
+    amp_scaler = getattr(getattr(torch, "amp", None), "GradScaler", None)
+    if amp_scaler is not None:  # torch >= 2.3: torch.amp.GradScaler(device, ...)
+        return amp_scaler(device, **kw)
+    if device == "cuda":
+        return torch.cuda.amp.GradScaler(**kw)
+    sys.exit(f"seed_pytorch.py: error: --amp fp16 on the CPU needs torch.amp.GradScaler "
+             f"(PyTorch >= 2.3); this is torch {torch.__version__}: use --amp bf16 or --device cuda")
+
+
+def check_autocast(device):
+    """Exit with a reason when this PyTorch cannot autocast to --amp on device (some versions
+    only warn and run fp32, e.g. fp16 on the CPU in 1.13)."""
+    dtype = AMP_DTYPES[args.amp]
+    why = None
+    try:
+        with warnings.catch_warnings(record=True) as caught:
+            warnings.simplefilter("always")
+            with torch.autocast(device_type=device, dtype=dtype):
+                got = torch.mm(torch.ones(2, 2, device=device), torch.ones(2, 2, device=device)).dtype
+        if got != dtype:
+            why = "; ".join(str(w.message).strip() for w in caught) or f"matmul ran in {got}"
+    except (RuntimeError, ValueError, TypeError) as e:
+        why = f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}"
+    if why:
+        sys.exit(f"seed_pytorch.py: error: --amp {args.amp} is not supported on {device} by "
+                 f"torch {torch.__version__} ({why})")
+
+
 def main():
     device = args.device or ("cuda" if torch.cuda.is_available() else "cpu")
     if device == "cuda" and not torch.cuda.is_available():
@@ -94,22 +187,29 @@ def main():
     print(f"seed_pytorch: torch {torch.__version__} | device {device} | "
           f"threads {torch.get_num_threads()} | OPENBLAS_NUM_THREADS "
           f"{os.environ.get('OPENBLAS_NUM_THREADS', '-')} | OMP_WAIT_POLICY "
-          f"{os.environ.get('OMP_WAIT_POLICY')} | compile {'on' if args.compile else 'off'}",
-          flush=True)
+          f"{os.environ.get('OMP_WAIT_POLICY')} | compile {'on' if args.compile else 'off'} | "
+          f"amp {args.amp}", flush=True)
 
-    cfg = dict(SEED_CONFIG)  # exactly the seed: dropout 0.1, relu, post-norm
+    cfg = model_config()
+    if args.amp != "none":
+        check_autocast(device)
+    scaler = make_scaler(device) if args.amp == "fp16" else None
+    print("config: " + " ".join(f"{k}={v}" for k, v in cfg.items()) +
+          f" batch={args.batch} seq={args.seq} lr={args.lr:g}", flush=True)
     model = build_model(cfg).to(device)
     model.train()
     # The optimizer holds the parameters themselves: torch.compile's wrapper shares them.
-    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-4)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
     if args.compile:
         model = torch.compile(model)
     loss_fn = nn.CrossEntropyLoss()
     vocab = cfg["vocab_size"]
+    batch, seq, window = args.batch, args.seq, args.window
+    amp_dtype = AMP_DTYPES.get(args.amp)
 
     # All batches up front, so token generation and host->device copies stay out of the timing.
-    xs = torch.randint(0, vocab, (args.steps, BATCH, SEQ), device=device)
-    ys = torch.randint(0, vocab, (args.steps, BATCH, SEQ), device=device)
+    xs = torch.randint(0, vocab, (args.steps, batch, seq), device=device)
+    ys = torch.randint(0, vocab, (args.steps, batch, seq), device=device)
 
     def sync():
         if device == "cuda":
@@ -127,16 +227,26 @@ def main():
             window_start = time.perf_counter()
         optimizer.zero_grad(set_to_none=True)
         try:
-            logits = model(xs[s])
-            loss = loss_fn(logits.reshape(-1, vocab), ys[s].reshape(-1))
-            loss.backward()
+            # autocast (when --amp) around forward + loss; backward runs outside it
+            with (torch.autocast(device_type=device, dtype=amp_dtype) if amp_dtype is not None
+                  else contextlib.nullcontext()):
+                logits = model(xs[s])
+                loss = loss_fn(logits.reshape(-1, vocab), ys[s].reshape(-1))
+            if scaler is not None:
+                scaler.scale(loss).backward()
+            else:
+                loss.backward()
         except Exception as e:  # torch.compile fails on first use (no compiler, no triton...)
             if args.compile and s == 0:
                 traceback.print_exc()
                 sys.exit(f"seed_pytorch.py: error: torch.compile failed on the first step: "
                          f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
             raise
-        optimizer.step()
+        if scaler is not None:
+            scaler.step(optimizer)  # skipped when the scaled gradients hold inf/NaN
+            scaler.update()
+        else:
+            optimizer.step()
         if s % 10 == 0 or s == args.steps - 1:
             # memory_allocated is a host-side counter: reading it does not synchronize
             alloc = torch.cuda.memory_allocated() if device == "cuda" else state_bytes(model, optimizer)
@@ -144,11 +254,11 @@ def main():
                 log(s, loss, alloc)
             else:
                 pending.append((s, loss.detach(), alloc))
-        if window_start is not None and ((s + 1 - args.warmup) % WINDOW == 0 or s == args.steps - 1):
+        if window_start is not None and ((s + 1 - args.warmup) % window == 0 or s == args.steps - 1):
             sync()
             now = time.perf_counter()
-            n = (s + 1 - args.warmup) % WINDOW or WINDOW
-            if n == WINDOW or not window_ms:  # a short last window counts only if it is the only one
+            n = (s + 1 - args.warmup) % window or window
+            if n == window or not window_ms:  # a short last window counts only if it is the only one
                 window_ms.append(1000.0 * (now - window_start) / n)
             for p in pending:
                 log(*p)
@@ -158,9 +268,11 @@ def main():
     k = len(window_ms)
     ms = window_ms[k // 2] if k % 2 else 0.5 * (window_ms[k // 2 - 1] + window_ms[k // 2])
     print(f"timing: {args.steps - args.warmup} steps after {args.warmup} warm-up, {k} windows "
-          f"of <= {WINDOW}: median {ms:.3f} ms/step, min {window_ms[0]:.3f}, max {window_ms[-1]:.3f}",
+          f"of <= {window}: median {ms:.3f} ms/step, min {window_ms[0]:.3f}, max {window_ms[-1]:.3f}",
           flush=True)
-    print(f"done: {args.steps} steps | {BATCH * SEQ / (ms / 1000.0):.1f} tokens/s | "
+    if scaler is not None:  # after the timing: get_scale() synchronizes
+        print(f"amp: fp16 | final loss scale {scaler.get_scale():g}", flush=True)
+    print(f"done: {args.steps} steps | {batch * seq / (ms / 1000.0):.1f} tokens/s | "
           f"{ms:.2f} ms/step", flush=True)
 
 

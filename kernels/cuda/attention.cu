@@ -16,14 +16,27 @@
 // channels; shared memory grows with HS, about 20 KiB at HS = 128).
 // Deterministic: no atomics; every output element is written by exactly one thread, and every
 // sum runs in a fixed order.
+//
+// Storage: qkv, out, probs, dout, dqkv and dprobs are in the activation storage type S (float,
+// bf16 or f16; kernels/cuda/storage.cuh). Tiles are converted to fp32 as they are loaded, and
+// all math is fp32. The softmax weights and the score gradients are kept in an fp32 "work"
+// tensor (B,NH,T,T) while the kernels use them, exactly as the CPU backend keeps them in its
+// fp32 copies: for S = float the work tensor IS probs (forward) or dprobs (backward); for 16-bit
+// storage it is CudaBackend::attention_work(), and the kernels also store the rounded values in
+// probs / dprobs. So, as on the CPU, `out` is computed from the fp32 weights (then probs is
+// rounded for storage), dq and dk from the fp32 score gradients, and the backward reads the
+// probs as stored (rounded).
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
+#include <type_traits>
 
+#include "kernels/common/half.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/storage.cuh"
 
 namespace tt {
 
@@ -69,17 +82,23 @@ __device__ __forceinline__ float warp_dropout_factor(const DropoutKey& key, uint
   return uniform_from_bits(w) < p ? 0.0f : keep_scale;
 }
 
-// Block-cooperative load of one tile: dst[j * stride + d] = src[base + (row0 + j) * row_stride + d]
-// for j < kTile, d < width; rows at or past T are zero. Consecutive threads read consecutive
-// channels of one row (coalesced).
-__device__ __forceinline__ void load_tile(float* dst, int stride, const float* src, int64_t base, int row0, int T,
+// Block-cooperative load of one tile, widened to fp32:
+// dst[j * stride + d] = src[base + (row0 + j) * row_stride + d] for j < kTile, d < width; rows
+// at or past T are zero. Consecutive threads read consecutive channels of one row (coalesced).
+template <typename S>
+__device__ __forceinline__ void load_tile(float* dst, int stride, const S* src, int64_t base, int row0, int T,
                                           int64_t row_stride, int width) {
   for (int i = threadIdx.x; i < kTile * width; i += blockDim.x) {
     const int j = i / width, d = i - j * width;
     const int row = row0 + j;
-    dst[j * stride + d] = row < T ? src[base + static_cast<int64_t>(row) * row_stride + d] : 0.0f;
+    dst[j * stride + d] = row < T ? to_float(src[base + static_cast<int64_t>(row) * row_stride + d]) : 0.0f;
   }
 }
+
+// True for 16-bit storage, where the fp32 work tensor is a separate buffer whose values are
+// also stored, rounded, in the S-typed tensor.
+template <typename S>
+constexpr bool kRoundedCopy = !std::is_same<S, float>::value;
 
 // The decomposition shared by the two "query row" kernels (forward, backward dS/dq): which
 // (b, h) and which query row this warp owns.
@@ -107,7 +126,8 @@ __device__ __forceinline__ QueryRow query_row(int T, int NH, bool causal) {
 
 // ---------------------------------------------------------------------------------------------
 // Forward. qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T) softmax weights before dropout
-// (masked entries 0).
+// (masked entries 0), computed in work (B,NH,T,T) fp32; for 16-bit S also stored rounded in
+// probs (for S = float, work is probs and the probs argument is null).
 // Decomposition: one warp per query row (b,h,t); a block is kRowsPerBlock consecutive query rows
 // of one (b,h), grid B*NH*ceil(T/kRowsPerBlock). The block streams the keys in tiles of 32
 // through shared memory, shared by its warps:
@@ -116,13 +136,15 @@ __device__ __forceinline__ QueryRow query_row(int T, int NH, bool causal) {
 //   pass 2 (global row): each lane exponentiates and sums the entries it wrote itself (t2 = lane
 //          mod 32, so no synchronisation), warp sums, normalises, zeroes the masked entries;
 //   pass 3 (V tiles, per 128-channel slab): lane owns channels lane + 32 i; each key's weight
-//          P*dropout is broadcast by shuffle and accumulated in key order (the CPU's order).
+//          P*dropout (fp32, from work) is broadcast by shuffle and accumulated in key order (the
+//          CPU's order).
 // Shared memory: kRowsPerBlock*HS (scaled q rows) + kTile*(HS|1) (tile; odd stride keeps the
 // pass-1 column reads free of bank conflicts).
 // ---------------------------------------------------------------------------------------------
+template <typename S>
 __global__ void __launch_bounds__(kThreads)
-    attention_forward_kernel(float* __restrict__ out, float* __restrict__ probs, const float* __restrict__ qkv, int T,
-                             int NH, int HS, bool causal, DropoutMask dropout) {
+    attention_forward_kernel(S* __restrict__ out, float* __restrict__ work, S* __restrict__ probs,
+                             const S* __restrict__ qkv, int T, int NH, int HS, bool causal, DropoutMask dropout) {
   extern __shared__ float smem[];
   const int key_stride = HS | 1;
   const QueryRow r = query_row(T, NH, causal);
@@ -134,12 +156,12 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t q_base = static_cast<int64_t>(r.b) * T * C3 + static_cast<int64_t>(r.h) * HS;  // token 0 of (b,h)
   const int64_t k_base = q_base + C, v_base = q_base + 2 * C;
   const int64_t prob_row = (static_cast<int64_t>(r.bh) * T + r.t) * T;  // mask index of (b,h,t,0)
-  float* prow = probs + prob_row;
+  float* prow = work + prob_row;
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   const float p = dropout.p;
 
   if (r.active)
-    for (int d = r.lane; d < HS; d += kWarp) q_s[d] = qkv[q_base + r.t * C3 + d] * scale;
+    for (int d = r.lane; d < HS; d += kWarp) q_s[d] = to_float(qkv[q_base + r.t * C3 + d]) * scale;
 
   // pass 1: scores and the row max
   float max_score = -INFINITY;
@@ -168,14 +190,18 @@ __global__ void __launch_bounds__(kThreads)
     }
     sum = warp_sum(sum);
     const float inv_sum = 1.0f / sum;
-    for (int t2 = r.lane; t2 < T; t2 += kWarp) prow[t2] = t2 < r.visible ? prow[t2] * inv_sum : 0.0f;
+    for (int t2 = r.lane; t2 < T; t2 += kWarp) {
+      const float weight = t2 < r.visible ? prow[t2] * inv_sum : 0.0f;
+      prow[t2] = weight;
+      if constexpr (kRoundedCopy<S>) probs[prob_row + t2] = from_float<S>(weight);
+    }
   }
 
   // pass 3: out = sum_t2 (P dropout) v, one 128-channel slab at a time
   DropoutKey key{};
   if (p > 0.0f) key = dropout.key();  // reads the step from device memory
   const float keep_scale = 1.0f / (1.0f - p);
-  float* orow = out + (static_cast<int64_t>(r.b) * T + r.t) * C + r.h * HS;
+  S* orow = out + (static_cast<int64_t>(r.b) * T + r.t) * C + r.h * HS;
   for (int slab = 0; slab < HS; slab += kSlab) {
     const int width = min(kSlab, HS - slab);
     float acc[kSlabRegs];
@@ -205,7 +231,7 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int i = 0; i < kSlabRegs; ++i) {
         const int d = r.lane + kWarp * i;
-        if (d < width) orow[slab + d] = acc[i];
+        if (d < width) orow[slab + d] = from_float<S>(acc[i]);
       }
     }
   }
@@ -213,8 +239,9 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---------------------------------------------------------------------------------------------
 // Backward, kernel 1: score gradients and dq.
-// dout (B,T,C), qkv (B,T,3C), probs (B,NH,T,T) -> dprobs (B,NH,T,T) = dS (0 where masked),
-// dqkv q part (B,T,[0,C)).
+// dout (B,T,C), qkv (B,T,3C), probs (B,NH,T,T) -> work (B,NH,T,T) fp32 = dS (0 where masked),
+// also stored rounded in dprobs for 16-bit S (for S = float, work is dprobs and dprobs is
+// null); dqkv q part (B,T,[0,C)).
 // Decomposition: as the forward, one warp per query row (b,h,t), kRowsPerBlock rows per block,
 // grid B*NH*ceil(T/kRowsPerBlock), keys streamed in tiles of 32:
 //   pass 1 (V tiles): lane j: dP = dropout * (dout_t . v_t2) over HS in the CPU's order, into
@@ -222,10 +249,11 @@ __global__ void __launch_bounds__(kThreads)
 //   pass 2 (global row, own entries): dS = P (dP - sum P dP), zeros where masked;
 //   pass 3 (K tiles, per 128-channel slab): dq_t = sum_t2 (dS scale) k_t2 in key order.
 // ---------------------------------------------------------------------------------------------
+template <typename S>
 __global__ void __launch_bounds__(kThreads)
-    attention_backward_dq_kernel(float* __restrict__ dqkv, float* __restrict__ dprobs, const float* __restrict__ dout,
-                                 const float* __restrict__ qkv, const float* __restrict__ probs, int T, int NH, int HS,
-                                 bool causal, DropoutMask dropout) {
+    attention_backward_dq_kernel(S* __restrict__ dqkv, float* __restrict__ work, S* __restrict__ dprobs,
+                                 const S* __restrict__ dout, const S* __restrict__ qkv, const S* __restrict__ probs,
+                                 int T, int NH, int HS, bool causal, DropoutMask dropout) {
   extern __shared__ float smem[];
   const int val_stride = HS | 1;
   const QueryRow r = query_row(T, NH, causal);
@@ -237,8 +265,8 @@ __global__ void __launch_bounds__(kThreads)
   const int64_t q_base = static_cast<int64_t>(r.b) * T * C3 + static_cast<int64_t>(r.h) * HS;
   const int64_t k_base = q_base + C, v_base = q_base + 2 * C;
   const int64_t prob_row = (static_cast<int64_t>(r.bh) * T + r.t) * T;
-  const float* prow = probs + prob_row;
-  float* dsrow = dprobs + prob_row;
+  const S* prow = probs + prob_row;
+  float* dsrow = work + prob_row;
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   const float p = dropout.p;
   DropoutKey key{};
@@ -246,8 +274,8 @@ __global__ void __launch_bounds__(kThreads)
   const float keep_scale = 1.0f / (1.0f - p);
 
   if (r.active) {
-    const float* drow = dout + (static_cast<int64_t>(r.b) * T + r.t) * C + r.h * HS;
-    for (int d = r.lane; d < HS; d += kWarp) do_s[d] = drow[d];
+    const S* drow = dout + (static_cast<int64_t>(r.b) * T + r.t) * C + r.h * HS;
+    for (int d = r.lane; d < HS; d += kWarp) do_s[d] = to_float(drow[d]);
   }
 
   // pass 1: dP = dropout * (dout . v), and sum P dP
@@ -266,7 +294,7 @@ __global__ void __launch_bounds__(kThreads)
         for (int d = 0; d < HS; ++d) dot += do_s[d] * v_s[d];
         const float dp = m * dot;
         dsrow[t2] = dp;
-        dot_pdp += prow[t2] * dp;
+        dot_pdp += to_float(prow[t2]) * dp;
       }
     }
   }
@@ -274,11 +302,15 @@ __global__ void __launch_bounds__(kThreads)
   // pass 2: softmax backward over the entries this lane wrote
   if (r.active) {
     dot_pdp = warp_sum(dot_pdp);
-    for (int t2 = r.lane; t2 < T; t2 += kWarp) dsrow[t2] = t2 < r.visible ? prow[t2] * (dsrow[t2] - dot_pdp) : 0.0f;
+    for (int t2 = r.lane; t2 < T; t2 += kWarp) {
+      const float ds = t2 < r.visible ? to_float(prow[t2]) * (dsrow[t2] - dot_pdp) : 0.0f;
+      dsrow[t2] = ds;
+      if constexpr (kRoundedCopy<S>) dprobs[prob_row + t2] = from_float<S>(ds);
+    }
   }
 
   // pass 3: dq = sum_t2 (dS scale) k, per slab
-  float* dqrow = dqkv + (static_cast<int64_t>(r.b) * T + r.t) * C3 + r.h * HS;
+  S* dqrow = dqkv + (static_cast<int64_t>(r.b) * T + r.t) * C3 + r.h * HS;
   for (int slab = 0; slab < HS; slab += kSlab) {
     const int width = min(kSlab, HS - slab);
     float acc[kSlabRegs];
@@ -307,15 +339,16 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
       for (int i = 0; i < kSlabRegs; ++i) {
         const int d = r.lane + kWarp * i;
-        if (d < width) dqrow[slab + d] = acc[i];
+        if (d < width) dqrow[slab + d] = from_float<S>(acc[i]);
       }
     }
   }
 }
 
 // ---------------------------------------------------------------------------------------------
-// Backward, kernel 2: dk and dv, after kernel 1 has stored dS in dprobs.
-// dout (B,T,C), qkv (B,T,3C), probs and dprobs (B,NH,T,T) -> dqkv k and v parts (B,T,[C,3C)).
+// Backward, kernel 2: dk and dv, after kernel 1 has stored dS (fp32) in work.
+// dout (B,T,C), qkv (B,T,3C), probs (B,NH,T,T), work (B,NH,T,T) fp32 dS -> dqkv k and v parts
+// (B,T,[C,3C)).
 // Decomposition: one warp per key row (b,h,t2); a block is kRowsPerBlock consecutive key rows of
 // one (b,h), grid B*NH*ceil(T/kRowsPerBlock). The block streams the queries t (from its first
 // key when causal) in tiles of 32: q and dout slabs of the tile, plus the tile's weights for its
@@ -324,11 +357,11 @@ __global__ void __launch_bounds__(kThreads)
 // dv_t2 = sum_t w dout_t, dk_t2 = sum_t g q_t. Per 128-channel slab.
 // Shared memory: 2*kTile*min(HS,128) (q and dout slabs) + 2*kTile*kRowsPerBlock (w and g).
 // ---------------------------------------------------------------------------------------------
+template <typename S>
 __global__ void __launch_bounds__(kThreads)
-    attention_backward_dkv_kernel(float* __restrict__ dqkv, const float* __restrict__ dprobs,
-                                  const float* __restrict__ dout, const float* __restrict__ qkv,
-                                  const float* __restrict__ probs, int T, int NH, int HS, bool causal,
-                                  DropoutMask dropout) {
+    attention_backward_dkv_kernel(S* __restrict__ dqkv, const float* __restrict__ work, const S* __restrict__ dout,
+                                  const S* __restrict__ qkv, const S* __restrict__ probs, int T, int NH, int HS,
+                                  bool causal, DropoutMask dropout) {
   extern __shared__ float smem[];
   const int slab_width = min(kSlab, HS);
   float* q_s = smem;                              // [kTile][slab_width]
@@ -370,8 +403,8 @@ __global__ void __launch_bounds__(kThreads)
         if (t < T && key_row < T && (!causal || t >= key_row)) {
           const int64_t index = (head + t) * T + key_row;
           const float m = p > 0.0f ? dropout_scale(key, static_cast<uint64_t>(index), p) : 1.0f;
-          w = m * probs[index];
-          g = dprobs[index] * scale;
+          w = m * to_float(probs[index]);
+          g = work[index] * scale;
         }
         w_s[i] = w;
         g_s[i] = g;
@@ -397,14 +430,14 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
     if (t2 < T) {
-      float* dk = dqkv + (static_cast<int64_t>(b) * T + t2) * C3 + C + h * HS + slab;
-      float* dv = dk + C;
+      S* dk = dqkv + (static_cast<int64_t>(b) * T + t2) * C3 + C + h * HS + slab;
+      S* dv = dk + C;
 #pragma unroll
       for (int i = 0; i < kSlabRegs; ++i) {
         const int d = lane + kWarp * i;
         if (d < width) {
-          dk[d] = acc_k[i];
-          dv[d] = acc_v[i];
+          dk[d] = from_float<S>(acc_k[i]);
+          dv[d] = from_float<S>(acc_v[i]);
         }
       }
     }
@@ -444,10 +477,17 @@ size_t query_row_smem_bytes(int HS) {
 void CudaBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
                                     const DropoutMask& dropout) {
   const unsigned blocks = row_blocks(s, "attention_forward");
+  const DType dtype = shared_storage_dtype("attention_forward", {out, probs, qkv});
   const size_t smem = query_row_smem_bytes(s.HS);
-  reserve_shared_memory(attention_forward_kernel, smem, "attention_forward");
-  attention_forward_kernel<<<blocks, kThreads, smem, stream_>>>(out.f32(), probs.f32(), qkv.f32(), s.T, s.NH, s.HS,
-                                                                  s.causal, dropout);
+  dispatch_storage(dtype, [&](auto storage) {
+    using S = decltype(storage);
+    // The fp32 softmax weights: probs itself in fp32; a work buffer when probs is 16-bit.
+    float* work = kRoundedCopy<S> ? attention_work(static_cast<size_t>(probs.numel())) : probs.f32();
+    S* rounded_probs = kRoundedCopy<S> ? probs.as<S>() : nullptr;
+    reserve_shared_memory(attention_forward_kernel<S>, smem, "attention_forward");
+    attention_forward_kernel<S><<<blocks, kThreads, smem, stream_>>>(out.as<S>(), work, rounded_probs, qkv.as<S>(),
+                                                                     s.T, s.NH, s.HS, s.causal, dropout);
+  });
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -455,16 +495,24 @@ void CudaBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const 
 void CudaBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs,
                                      const AttentionShape& s, const DropoutMask& dropout) {
   const unsigned blocks = row_blocks(s, "attention_backward");
+  const DType dtype = shared_storage_dtype("attention_backward", {dqkv, dprobs, dout, qkv, probs});
   const size_t smem_dq = query_row_smem_bytes(s.HS);
-  reserve_shared_memory(attention_backward_dq_kernel, smem_dq, "attention_backward");
-  attention_backward_dq_kernel<<<blocks, kThreads, smem_dq, stream_>>>(
-      dqkv.f32(), dprobs.f32(), dout.f32(), qkv.f32(), probs.f32(), s.T, s.NH, s.HS, s.causal, dropout);
-  CUDA_CHECK(cudaGetLastError());
-
   const size_t slab_width = static_cast<size_t>(std::min(kSlab, s.HS));
   const size_t smem_dkv = sizeof(float) * (2 * kTile * slab_width + 2 * kTile * kRowsPerBlock);
-  attention_backward_dkv_kernel<<<blocks, kThreads, smem_dkv, stream_>>>(
-      dqkv.f32(), dprobs.f32(), dout.f32(), qkv.f32(), probs.f32(), s.T, s.NH, s.HS, s.causal, dropout);
+  dispatch_storage(dtype, [&](auto storage) {
+    using S = decltype(storage);
+    // The fp32 score gradients dS, which both kernels use: dprobs itself in fp32; a work buffer
+    // when dprobs is 16-bit (kernel 1 also leaves dS, rounded, in dprobs).
+    float* work = kRoundedCopy<S> ? attention_work(static_cast<size_t>(dprobs.numel())) : dprobs.f32();
+    S* rounded_dprobs = kRoundedCopy<S> ? dprobs.as<S>() : nullptr;
+    reserve_shared_memory(attention_backward_dq_kernel<S>, smem_dq, "attention_backward");
+    attention_backward_dq_kernel<S><<<blocks, kThreads, smem_dq, stream_>>>(
+        dqkv.as<S>(), work, rounded_dprobs, dout.as<S>(), qkv.as<S>(), probs.as<S>(), s.T, s.NH, s.HS, s.causal,
+        dropout);
+    CUDA_CHECK(cudaGetLastError());
+    attention_backward_dkv_kernel<S><<<blocks, kThreads, smem_dkv, stream_>>>(
+        dqkv.as<S>(), work, dout.as<S>(), qkv.as<S>(), probs.as<S>(), s.T, s.NH, s.HS, s.causal, dropout);
+  });
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -3,11 +3,16 @@
 // (softmax - onehot) * dloss_scale / N written over the row. No probability tensor is kept:
 // the softmax is recomputed from the logits when the gradient is written, so dlogits may alias
 // logits. Deterministic: block reductions in a fixed order, no atomics.
+// Storage: logits and dlogits are in the activation storage type S (kernels/cuda/storage.cuh);
+// the max, the sum of exps, the loss and each gradient are fp32, and the losses are F32.
 #include <cmath>
 #include <cstdint>
 
+#include "kernels/common/half.h"
+
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/storage.cuh"
 
 namespace tt {
 
@@ -56,34 +61,35 @@ __device__ __forceinline__ float block_max(float v, float* partials) {
 // before that reduction's barrier, so no thread overwrites a logit another still needs; in pass 3
 // each thread reads a logit before it writes the same element.
 // A target outside [0, V) gives a NaN loss (the CPU reads out of bounds) and no onehot term.
+template <typename S>
 __global__ void __launch_bounds__(kThreads)
-    cross_entropy_kernel(float* losses, float* dlogits, const float* logits, const int32_t* __restrict__ targets,
-                         int V, const float* dloss_scale, float tokens) {
+    cross_entropy_kernel(float* losses, S* dlogits, const S* logits, const int32_t* __restrict__ targets, int V,
+                         const float* dloss_scale, float tokens) {
   __shared__ float partials[kWarps];
   const int64_t row = blockIdx.x;
-  const float* z = logits + row * V;
+  const S* z = logits + row * V;
 
   float max_logit = -INFINITY;
-  for (int v = threadIdx.x; v < V; v += kThreads) max_logit = fmaxf(max_logit, z[v]);
+  for (int v = threadIdx.x; v < V; v += kThreads) max_logit = fmaxf(max_logit, to_float(z[v]));
   max_logit = block_max(max_logit, partials);
 
   const int target = targets[row];
   const bool target_ok = target >= 0 && target < V;
   float target_logit = NAN;
-  if (threadIdx.x == 0 && target_ok) target_logit = z[target];  // before any thread can overwrite it
+  if (threadIdx.x == 0 && target_ok) target_logit = to_float(z[target]);  // before any thread can overwrite it
 
   float sum = 0.0f;
-  for (int v = threadIdx.x; v < V; v += kThreads) sum += expf(z[v] - max_logit);
+  for (int v = threadIdx.x; v < V; v += kThreads) sum += expf(to_float(z[v]) - max_logit);
   sum = block_sum(sum, partials);
 
   if (threadIdx.x == 0) losses[row] = logf(sum) + max_logit - target_logit;
   if (dlogits != nullptr) {
     const float grad_scale = *dloss_scale / tokens;  // the loss scale, read when the kernel runs; as the CPU
     const float inv_sum = 1.0f / sum;
-    float* d = dlogits + row * V;
+    S* d = dlogits + row * V;
     for (int v = threadIdx.x; v < V; v += kThreads) {
-      const float prob = expf(z[v] - max_logit) * inv_sum;
-      d[v] = (prob - (v == target ? 1.0f : 0.0f)) * grad_scale;
+      const float prob = expf(to_float(z[v]) - max_logit) * inv_sum;
+      d[v] = from_float<S>((prob - (v == target ? 1.0f : 0.0f)) * grad_scale);
     }
   }
 }
@@ -94,10 +100,15 @@ __global__ void __launch_bounds__(kThreads)
 void CudaBackend::cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
                                                  Tensor dloss_scale) {
   const int N = static_cast<int>(logits.shape[0]), V = static_cast<int>(logits.shape[1]);
+  const DType dtype = shared_storage_dtype("cross_entropy_forward_backward", {dlogits, logits});
+  float* loss = losses.f32();  // per-token losses and the loss scale: F32
+  const float* scale = dloss_scale.f32();
   if (N <= 0) return;
-  float* dz = dlogits.data ? dlogits.f32() : nullptr;
-  cross_entropy_kernel<<<N, kThreads, 0, stream_>>>(losses.f32(), dz, logits.f32(), targets.i32(), V,
-                                                    dloss_scale.f32(), static_cast<float>(N));
+  dispatch_storage(dtype, [&](auto storage) {
+    using S = decltype(storage);
+    cross_entropy_kernel<S><<<N, kThreads, 0, stream_>>>(loss, data_or_null<S>(dlogits), logits.as<S>(),
+                                                         targets.i32(), V, scale, static_cast<float>(N));
+  });
   CUDA_CHECK(cudaGetLastError());
 }
 

@@ -70,6 +70,11 @@ void CudaBackend::release_resources() noexcept {
   lt_workspace_bytes_ = 0;
   if (reduce_scratch_) cudaFree(reduce_scratch_);
   reduce_scratch_ = nullptr;
+  if (attention_work_) cudaFree(attention_work_);
+  attention_work_ = nullptr;
+  attention_work_floats_ = 0;
+  for (void* ptr : retired_work_) cudaFree(ptr);
+  retired_work_.clear();
   if (staging_) cudaFreeHost(staging_);
   staging_ = nullptr;
   staging_bytes_ = 0;
@@ -178,6 +183,30 @@ void CudaBackend::copy_to_host(void* dst, const void* src, size_t bytes) {
 void CudaBackend::fill_zero(Tensor t) {
   if (!t.data || t.bytes() == 0) return;
   CUDA_CHECK(cudaMemsetAsync(t.data, 0, t.bytes(), stream_));  // a memset node when captured
+}
+
+float* CudaBackend::attention_work(size_t floats) {
+  if (floats <= attention_work_floats_) return attention_work_;
+  require_not_capturing("growing the attention work buffer (attention on a larger shape than before the capture)");
+  float* grown = nullptr;
+  const cudaError_t err = cudaMalloc(reinterpret_cast<void**>(&grown), floats * sizeof(float));
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    throw std::runtime_error("GPU out of memory: the attention work buffer needs " + mib(floats * sizeof(float)) +
+                             " MiB (" + cudaGetErrorString(err) + ")");
+  }
+  float* outgrown = attention_work_;
+  attention_work_ = grown;
+  attention_work_floats_ = floats;
+  if (outgrown) {
+    if (graph_exec_) {
+      retired_work_.push_back(outgrown);  // the captured graph still points at it
+    } else {
+      CUDA_CHECK(cudaStreamSynchronize(stream_));  // enqueued attention ops may still use it
+      CUDA_CHECK(cudaFree(outgrown));
+    }
+  }
+  return attention_work_;
 }
 
 void CudaBackend::synchronize() {

@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <tuple>
+#include <vector>
 
 #include "kernels/backend.h"
 
@@ -65,23 +66,30 @@ class CudaBackend final : public Backend {
 
  private:
   // One cuBLASLt matmul, its descriptors and chosen algorithm, built once per distinct GEMM
-  // (shape, transposes, epilogue, pointer alignments) and reused every step (linear.cu).
+  // (shape, transposes, epilogue, pointer alignments, data types) and reused every step (linear.cu).
   struct GemmPlan;
   struct GemmPlanDeleter {  // defined in linear.cu, where GemmPlan is complete
     void operator()(GemmPlan* plan) const noexcept;
   };
   // m, n, k, transa, transb, epilogue, alignment in bytes of A/B/C/D (the least of the four,
-  // up to 256), alignment of the bias (0 without): cuBLASLt picks algorithms by alignment too.
-  using GemmKey = std::tuple<int, int, int, int, int, int, int, int>;
+  // up to 256), alignment of the bias (0 without): cuBLASLt picks algorithms by alignment too;
+  // then the cudaDataType_t of A and B, and of C and D (the bias has D's type).
+  using GemmKey = std::tuple<int, int, int, int, int, int, int, int, int, int>;
   // The plan for `key`, built on first use; `bias` is the bias pointer of that first use
   // (its value, never dereferenced, tells the heuristic the bias alignment). Null when
   // cuBLASLt has no algorithm for a bias-epilogue GEMM (remembered too); throws for a plain one.
-  const GemmPlan* gemm_plan(const GemmKey& key, const float* bias);
+  const GemmPlan* gemm_plan(const GemmKey& key, const void* bias);
   // D (m,n) = op(A) (m,k) op(B) (k,n) [+ bias (m) broadcast over columns] + beta D, all
-  // column-major and packed; fp32 in and out (linear.cu). Returns false, having enqueued
-  // nothing, when cuBLASLt cannot fuse this bias: the caller adds it another way.
-  bool matmul(int m, int n, int k, bool transa, bool transb, const float* A, const float* B, float* D,
-              const float* bias, float beta);
+  // column-major and packed (linear.cu). A and B are of type ab_type, C = D and the bias of
+  // type d_type (CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F); the products are accumulated in fp32.
+  // Returns false, having enqueued nothing, when cuBLASLt cannot fuse this bias: the caller
+  // adds it another way.
+  bool matmul(int m, int n, int k, bool transa, bool transb, const void* A, const void* B, cudaDataType_t ab_type,
+              void* D, cudaDataType_t d_type, const void* bias, float beta);
+  // An fp32 buffer of at least `floats` elements for attention.cu: the fp32 softmax weights (and
+  // score gradients) when probs/dprobs are stored in 16 bits. Grown on first use, so the trainer's
+  // eager first step sizes it before graph capture; growing during a capture is a logic_error.
+  float* attention_work(size_t floats);
   void require_not_capturing(const char* what) const;  // logic_error during graph capture
   void abandon_capture() noexcept;                     // ends a capture and drops the partial graph
   void release_resources() noexcept;                   // the destructor's work; also on a failed constructor
@@ -96,6 +104,10 @@ class CudaBackend final : public Backend {
   void* lt_workspace_ = nullptr;  // cuBLASLt workspace, allocated once
   size_t lt_workspace_bytes_ = 0;
   std::map<GemmKey, std::unique_ptr<GemmPlan, GemmPlanDeleter>> gemm_plans_;
+  float* attention_work_ = nullptr;  // see attention_work()
+  size_t attention_work_floats_ = 0;
+  // Work buffers outgrown while a captured graph may still read them: freed with the backend.
+  std::vector<void*> retired_work_;
   // copy_to_device stages through this pinned buffer so the copy can be asynchronous;
   // staging_done_ marks when the previous copy has left it.
   void* staging_ = nullptr;

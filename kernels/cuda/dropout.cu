@@ -1,10 +1,13 @@
 // Inverted dropout with Philox masks, forward and backward (CUDA). The mask is never
 // stored: both directions recompute it from (seed, step, layer, site, index) with the shared
-// kernels/common/philox.h, so it is the CPU backend's mask bit for bit.
+// kernels/common/philox.h, so it is the CPU backend's mask bit for bit. Views of any float
+// storage type S (kernels/cuda/storage.cuh): x * scale in fp32, rounded once on store.
+#include "kernels/common/half.h"
 #include "kernels/common/philox.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/storage.cuh"
 
 namespace tt {
 
@@ -16,7 +19,8 @@ namespace {
 // dropout_uniform defines them. The training step is read from device memory here, when the
 // kernel runs (DropoutMask::key() dereferences mask.step), so a captured graph sees the
 // step the trainer wrote for this step.
-__global__ void dropout_kernel(float* out, const float* inp, int64_t n, DropoutMask mask) {
+template <typename S>
+__global__ void dropout_kernel(S* out, const S* inp, int64_t n, DropoutMask mask) {
   const DropoutKey key = mask.key();
   const float p = mask.p;
   const float keep_scale = 1.0f / (1.0f - p);
@@ -27,7 +31,10 @@ __global__ void dropout_kernel(float* out, const float* inp, int64_t n, DropoutM
 #pragma unroll
     for (int lane = 0; lane < 4; ++lane) {
       const int64_t i = 4 * g + lane;
-      if (i < n) out[i] = inp[i] * (uniform_from_bits(bits.v[lane]) < p ? 0.0f : keep_scale);
+      if (i < n) {
+        const float scale = uniform_from_bits(bits.v[lane]) < p ? 0.0f : keep_scale;
+        out[i] = from_float<S>(to_float(inp[i]) * scale);
+      }
     }
   }
 }
@@ -37,14 +44,18 @@ __global__ void dropout_kernel(float* out, const float* inp, int64_t n, DropoutM
 // inp (n) -> out (n), may alias; identity when p == 0
 void CudaBackend::dropout_forward(Tensor out, Tensor inp, const DropoutMask& dropout) {
   const int64_t n = inp.numel();
+  const DType dtype = shared_storage_dtype("dropout_forward", {out, inp});
   if (n == 0) return;
-  if (dropout.p == 0.0f) {
+  if (dropout.p == 0.0f) {  // the identity: a copy of the stored values (one dtype, so exact)
     if (out.data != inp.data)
       CUDA_CHECK(cudaMemcpyAsync(out.data, inp.data, inp.bytes(), cudaMemcpyDeviceToDevice, stream_));
     return;
   }
-  dropout_kernel<<<grid_stride_blocks((n + 3) / 4), kThreadsPerBlock, 0, stream_>>>(out.f32(), inp.f32(), n,
-                                                                                      dropout);
+  dispatch_storage(dtype, [&](auto storage) {
+    using S = decltype(storage);
+    dropout_kernel<S><<<grid_stride_blocks((n + 3) / 4), kThreadsPerBlock, 0, stream_>>>(out.as<S>(), inp.as<S>(),
+                                                                                         n, dropout);
+  });
   CUDA_CHECK(cudaGetLastError());
 }
 

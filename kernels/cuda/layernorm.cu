@@ -4,6 +4,9 @@
 // reductions) and column sums (two-level fixed-order reductions) differ in rounding order.
 // Deterministic: no atomics; the parameter gradients are reduced through per-block partial
 // sums in CudaBackend::reduce_scratch_ and a second kernel that adds them in a fixed order.
+// Storage: inp, out, weight, bias, dout and dinp are in the activation storage type S
+// (kernels/cuda/storage.cuh), loaded into fp32 and rounded on store; mean, rstd, dweight and
+// dbias are always F32, and every statistic and sum is computed in fp32.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -11,7 +14,9 @@
 #include <string>
 
 #include "kernels/cuda/cuda_backend.h"
+#include "kernels/common/half.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/storage.cuh"
 
 namespace tt {
 
@@ -36,22 +41,26 @@ __device__ __forceinline__ float warp_sum(float v) {
 // Decomposition: one warp per row (kRowsPerBlock rows per 256-thread block, grid ceil(N/8));
 // lanes stride the C channels; mean, then the centred variance (two passes, as the CPU), by
 // warp sums. out may alias inp: each lane reads an element before writing it.
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads)
-    layernorm_forward_kernel(float* out, float* __restrict__ mean, float* __restrict__ rstd, const float* inp,
-                             const float* __restrict__ weight, const float* __restrict__ bias, int N, int C,
-                             float eps) {
+    layernorm_forward_kernel(S* out, float* __restrict__ mean, float* __restrict__ rstd, const S* inp,
+                             const S* __restrict__ weight, const S* __restrict__ bias, int N, int C, float eps) {
   const int lane = threadIdx.x % kWarp;
   const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
   if (row >= N) return;  // no block-level synchronisation below
-  const float* x = inp + static_cast<int64_t>(row) * C;
+  const S* x = inp + static_cast<int64_t>(row) * C;
   float sum = 0.0f;
-  for (int c = lane; c < C; c += kWarp) sum += x[c];
+  for (int c = lane; c < C; c += kWarp) sum += to_float(x[c]);
   const float m = warp_sum(sum) / C;
   float var = 0.0f;
-  for (int c = lane; c < C; c += kWarp) var += (x[c] - m) * (x[c] - m);
+  for (int c = lane; c < C; c += kWarp) {
+    const float xc = to_float(x[c]);
+    var += (xc - m) * (xc - m);
+  }
   const float r = 1.0f / sqrtf(warp_sum(var) / C + eps);
-  float* o = out + static_cast<int64_t>(row) * C;
-  for (int c = lane; c < C; c += kWarp) o[c] = (x[c] - m) * r * weight[c] + bias[c];
+  S* o = out + static_cast<int64_t>(row) * C;
+  for (int c = lane; c < C; c += kWarp)
+    o[c] = from_float<S>((to_float(x[c]) - m) * r * to_float(weight[c]) + to_float(bias[c]));
   if (lane == 0) {
     mean[row] = m;
     rstd[row] = r;
@@ -64,9 +73,10 @@ __global__ void __launch_bounds__(kRowThreads)
 // Decomposition: grid (ceil(C/32), chunks), block 32x8: threadIdx.x picks the column (a warp reads
 // 32 consecutive floats of a row: coalesced), threadIdx.y strides the chunk's rows by 8; the 8
 // per-thread sums of a column are then added in order of threadIdx.y through shared memory.
+template <typename S>
 __global__ void __launch_bounds__(kColumnsPerBlock* kRowLanes)
     layernorm_param_partials_kernel(float* __restrict__ partial_dw, float* __restrict__ partial_db,
-                                    const float* __restrict__ dout, const float* __restrict__ inp,
+                                    const S* __restrict__ dout, const S* __restrict__ inp,
                                     const float* __restrict__ mean, const float* __restrict__ rstd, int N, int C,
                                     int rows_per_chunk) {
   __shared__ float sw_s[kRowLanes][kColumnsPerBlock];
@@ -78,9 +88,10 @@ __global__ void __launch_bounds__(kColumnsPerBlock* kRowLanes)
   if (c < C) {
     for (int n = row_begin + threadIdx.y; n < row_end; n += kRowLanes) {
       const int64_t i = static_cast<int64_t>(n) * C + c;
-      const float xhat = (inp[i] - mean[n]) * rstd[n];
-      sw += dout[i] * xhat;
-      sb += dout[i];
+      const float xhat = (to_float(inp[i]) - mean[n]) * rstd[n];
+      const float d = to_float(dout[i]);
+      sw += d * xhat;
+      sb += d;
     }
   }
   sw_s[threadIdx.y][threadIdx.x] = sw;
@@ -118,29 +129,29 @@ __global__ void layernorm_param_reduce_kernel(float* __restrict__ dweight, float
 // dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout*weight.
 // Decomposition: one warp per row (kRowsPerBlock rows per block); two warp sums, then each lane
 // rewrites the channels it read (read before write of every element: aliasing is safe).
+template <typename S>
 __global__ void __launch_bounds__(kRowThreads)
-    layernorm_dinp_kernel(float* dinp, const float* dout, const float* __restrict__ inp,
-                          const float* __restrict__ weight, const float* __restrict__ mean,
-                          const float* __restrict__ rstd, int N, int C) {
+    layernorm_dinp_kernel(S* dinp, const S* dout, const S* __restrict__ inp, const S* __restrict__ weight,
+                          const float* __restrict__ mean, const float* __restrict__ rstd, int N, int C) {
   const int lane = threadIdx.x % kWarp;
   const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
   if (row >= N) return;
-  const float* x = inp + static_cast<int64_t>(row) * C;
-  const float* d = dout + static_cast<int64_t>(row) * C;
+  const S* x = inp + static_cast<int64_t>(row) * C;
+  const S* d = dout + static_cast<int64_t>(row) * C;
   const float mu = mean[row], rs = rstd[row];
   float mean_g = 0.0f, mean_gx = 0.0f;
   for (int c = lane; c < C; c += kWarp) {
-    const float xhat = (x[c] - mu) * rs;
-    const float g = d[c] * weight[c];
+    const float xhat = (to_float(x[c]) - mu) * rs;
+    const float g = to_float(d[c]) * to_float(weight[c]);
     mean_g += g;
     mean_gx += g * xhat;
   }
   mean_g = warp_sum(mean_g) / C;
   mean_gx = warp_sum(mean_gx) / C;
-  float* dx = dinp + static_cast<int64_t>(row) * C;
+  S* dx = dinp + static_cast<int64_t>(row) * C;
   for (int c = lane; c < C; c += kWarp) {
-    const float xhat = (x[c] - mu) * rs;
-    dx[c] = rs * (d[c] * weight[c] - mean_g - xhat * mean_gx);
+    const float xhat = (to_float(x[c]) - mu) * rs;
+    dx[c] = from_float<S>(rs * (to_float(d[c]) * to_float(weight[c]) - mean_g - xhat * mean_gx));
   }
 }
 
@@ -152,9 +163,15 @@ unsigned row_blocks(int N) { return static_cast<unsigned>((N + kRowsPerBlock - 1
 void CudaBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
                                     float eps) {
   const int N = static_cast<int>(inp.shape[0]), C = static_cast<int>(inp.shape[1]);
+  const DType dtype = shared_storage_dtype("layernorm_forward", {out, inp, weight, bias});
+  float* mu = mean.f32();  // statistics: F32 whatever the activations' storage
+  float* rs = rstd.f32();
   if (N <= 0 || C <= 0) return;
-  layernorm_forward_kernel<<<row_blocks(N), kRowThreads, 0, stream_>>>(out.f32(), mean.f32(), rstd.f32(), inp.f32(),
-                                                                      weight.f32(), bias.f32(), N, C, eps);
+  dispatch_storage(dtype, [&](auto storage) {
+    using S = decltype(storage);
+    layernorm_forward_kernel<S><<<row_blocks(N), kRowThreads, 0, stream_>>>(
+        out.as<S>(), mu, rs, inp.as<S>(), weight.as<S>(), bias.as<S>(), N, C, eps);
+  });
   CUDA_CHECK(cudaGetLastError());
 }
 
@@ -163,6 +180,11 @@ void CudaBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor
 void CudaBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
                                      Tensor weight, Tensor mean, Tensor rstd) {
   const int N = static_cast<int>(inp.shape[0]), C = static_cast<int>(inp.shape[1]);
+  const DType dtype = shared_storage_dtype("layernorm_backward", {dinp, dout, inp, weight});
+  float* dw = dweight.f32();  // parameter gradients and statistics: F32
+  float* db = dbias.f32();
+  const float* mu = mean.f32();
+  const float* rs = rstd.f32();
   if (N <= 0 || C <= 0) return;
 
   // Row chunks: enough blocks to fill the GPU, at most kMaxChunks partials per column, and
@@ -180,18 +202,21 @@ void CudaBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, 
 
   const dim3 grid((C + kColumnsPerBlock - 1) / kColumnsPerBlock, chunks);
   const dim3 block(kColumnsPerBlock, kRowLanes);
-  layernorm_param_partials_kernel<<<grid, block, 0, stream_>>>(partial_dw, partial_db, dout.f32(), inp.f32(),
-                                                               mean.f32(), rstd.f32(), N, C,
-                                                               static_cast<int>(rows_per_chunk));
-  CUDA_CHECK(cudaGetLastError());
   constexpr int kReduceThreads = 256;
-  layernorm_param_reduce_kernel<<<(C + kReduceThreads - 1) / kReduceThreads, kReduceThreads, 0, stream_>>>(
-      dweight.f32(), dbias.f32(), partial_dw, partial_db, chunks, C);
-  CUDA_CHECK(cudaGetLastError());
+  dispatch_storage(dtype, [&](auto storage) {
+    using S = decltype(storage);
+    layernorm_param_partials_kernel<S><<<grid, block, 0, stream_>>>(partial_dw, partial_db, dout.as<S>(),
+                                                                    inp.as<S>(), mu, rs, N, C,
+                                                                    static_cast<int>(rows_per_chunk));
+    CUDA_CHECK(cudaGetLastError());
+    layernorm_param_reduce_kernel<<<(C + kReduceThreads - 1) / kReduceThreads, kReduceThreads, 0, stream_>>>(
+        dw, db, partial_dw, partial_db, chunks, C);
+    CUDA_CHECK(cudaGetLastError());
 
-  layernorm_dinp_kernel<<<row_blocks(N), kRowThreads, 0, stream_>>>(dinp.f32(), dout.f32(), inp.f32(), weight.f32(),
-                                                                   mean.f32(), rstd.f32(), N, C);
-  CUDA_CHECK(cudaGetLastError());
+    layernorm_dinp_kernel<S><<<row_blocks(N), kRowThreads, 0, stream_>>>(dinp.as<S>(), dout.as<S>(), inp.as<S>(),
+                                                                        weight.as<S>(), mu, rs, N, C);
+    CUDA_CHECK(cudaGetLastError());
+  });
 }
 
 }  // namespace tt

@@ -26,14 +26,37 @@
 //
 // Every matrix is packed (leading dimension = stored rows), so (m, n, k, transa, transb)
 // determines all three layouts.
+//
+// ---- Data types ----
+// inp, weight, bias, out, dout and dinp are in the activation storage type (F32, BF16 or F16:
+// the Tensor views say which); dweight and dbias are always F32. Every GEMM accumulates in fp32
+// (CUBLAS_COMPUTE_32F, alpha/beta CUDA_R_32F) and rounds once into D:
+//
+//   GEMM        A, B        C = D       bias          compute
+//   forward     16-bit      16-bit      16-bit        CUBLAS_COMPUTE_32F, scale CUDA_R_32F
+//   dinp        16-bit      16-bit      -             CUBLAS_COMPUTE_32F, scale CUDA_R_32F
+//   dweight     16-bit      CUDA_R_32F  -             CUBLAS_COMPUTE_32F, scale CUDA_R_32F (beta 1)
+//   all three   CUDA_R_32F  CUDA_R_32F  CUDA_R_32F    CUBLAS_COMPUTE_32F (_FAST_TF32 with --tf32)
+//
+// All are rows of the supported-types table of cublasLtMatmul() in the cuBLAS documentation
+// (https://docs.nvidia.com/cuda/cublas/#cublasltmatmul): for computeType CUBLAS_COMPUTE_32F and
+// scaleType CUDA_R_32F, Atype = Btype = CUDA_R_16BF with Ctype = Dtype CUDA_R_16BF or
+// CUDA_R_32F, and the same for CUDA_R_16F; so dweight's 16-bit inputs accumulate straight into
+// the fp32 gradient (beta = 1), no fp32 copy of the activations needed. The bias vector's type
+// is CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, whose default is "the same type as the elements of
+// the output matrix (Dtype)" (cublasLt.h); we set it explicitly to D's type, which is also the
+// stored type of the bias. TF32 only exists for fp32 inputs, so --tf32 changes the fp32 GEMMs
+// only. A combination cuBLASLt cannot run is reported by gemm_plan with its types.
 #include <algorithm>
 #include <cstdint>
 #include <stdexcept>
 #include <string>
 
+#include "kernels/common/half.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/launch.h"
+#include "kernels/cuda/storage.cuh"
 
 namespace tt {
 
@@ -67,6 +90,25 @@ int pointer_alignment(const void* ptr) {
   return alignment;
 }
 
+// The cuBLASLt data type of a float storage dtype.
+cudaDataType_t cuda_data_type(DType dtype) {
+  switch (dtype) {
+    case DType::F32: return CUDA_R_32F;
+    case DType::BF16: return CUDA_R_16BF;
+    case DType::F16: return CUDA_R_16F;
+    default: throw std::invalid_argument(std::string("linear: expected a float tensor, got ") + dtype_name(dtype));
+  }
+}
+
+const char* cuda_data_type_name(int type) {
+  switch (type) {
+    case CUDA_R_32F: return "CUDA_R_32F";
+    case CUDA_R_16BF: return "CUDA_R_16BF";
+    case CUDA_R_16F: return "CUDA_R_16F";
+    default: return "another cudaDataType_t";
+  }
+}
+
 // Destroys a matmul preference when it goes out of scope (also when a check throws).
 struct PreferenceGuard {
   cublasLtMatmulPreference_t pref = nullptr;
@@ -77,16 +119,20 @@ struct PreferenceGuard {
 
 }  // namespace
 
-const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const float* bias) {
+const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const void* bias) {
   auto found = gemm_plans_.find(key);
   if (found != gemm_plans_.end()) return found->second.get();
 
-  const auto [m, n, k, transa, transb, epilogue, alignment, bias_alignment] = key;
+  const auto [m, n, k, transa, transb, epilogue, alignment, bias_alignment, ab_type_key, d_type_key] = key;
   (void)bias_alignment;  // part of the key; the heuristic reads it from the bias pointer itself
+  const cudaDataType_t ab_type = static_cast<cudaDataType_t>(ab_type_key);
+  const cudaDataType_t d_type = static_cast<cudaDataType_t>(d_type_key);
   std::unique_ptr<GemmPlan, GemmPlanDeleter> plan(new GemmPlan);
 
-  // fp32 in, fp32 accumulate and out; TF32 tensor cores only when the user asked for them.
-  const cublasComputeType_t compute = options_.tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+  // fp32 accumulation, fp32 alpha/beta (see the type table at the top). TF32 tensor cores only
+  // for fp32 inputs and only when the user asked for them.
+  const bool tf32 = options_.tf32 && ab_type == CUDA_R_32F;
+  const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
   const int32_t op_a = transa ? CUBLAS_OP_T : CUBLAS_OP_N;
   const int32_t op_b = transb ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -94,15 +140,20 @@ const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const fl
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-  if (epi == CUBLASLT_EPILOGUE_BIAS)  // the heuristic uses the pointer's value to learn its alignment
+  if (epi == CUBLASLT_EPILOGUE_BIAS) {
+    const int32_t bias_type = d_type;  // the bias is stored in the output's type
+    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
+                                                sizeof(bias_type)));
+    // the heuristic uses the pointer's value to learn its alignment
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  }
 
   // Layouts of the matrices as stored: op(A) is (m,k), so A is (k,m) when transposed.
   const uint64_t a_rows = transa ? k : m, a_cols = transa ? m : k;
   const uint64_t b_rows = transb ? n : k, b_cols = transb ? k : n;
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, CUDA_R_32F, a_rows, a_cols, static_cast<int64_t>(a_rows)));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, CUDA_R_32F, b_rows, b_cols, static_cast<int64_t>(b_rows)));
-  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, CUDA_R_32F, m, n, m));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->a, ab_type, a_rows, a_cols, static_cast<int64_t>(a_rows)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->b, ab_type, b_rows, b_cols, static_cast<int64_t>(b_rows)));
+  CUBLAS_CHECK(cublasLtMatrixLayoutCreate(&plan->c, d_type, m, n, m));
 
   // Ask for the heuristic's best algorithm that fits our workspace and our pointers'
   // alignment (cuBLASLt assumes 256-byte aligned matrices unless told otherwise).
@@ -129,10 +180,11 @@ const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const fl
   }
   if (status != CUBLAS_STATUS_SUCCESS) throw_cublas_error(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
   if (!found_algo)
-    throw std::runtime_error("cuBLASLt has no fp32 algorithm for the GEMM m=" + std::to_string(m) +
+    throw std::runtime_error("cuBLASLt has no algorithm for the GEMM m=" + std::to_string(m) +
                              " n=" + std::to_string(n) + " k=" + std::to_string(k) +
                              " transa=" + std::to_string(transa) + " transb=" + std::to_string(transb) +
-                             " alignment=" + std::to_string(alignment));
+                             " alignment=" + std::to_string(alignment) + " A/B " + cuda_data_type_name(ab_type) +
+                             " C/D " + cuda_data_type_name(d_type) + " compute 32F");
   plan->algo = result.algo;
 
   const GemmPlan* ready = plan.get();
@@ -140,18 +192,19 @@ const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const fl
   return ready;
 }
 
-bool CudaBackend::matmul(int m, int n, int k, bool transa, bool transb, const float* A, const float* B, float* D,
-                         const float* bias, float beta) {
+bool CudaBackend::matmul(int m, int n, int k, bool transa, bool transb, const void* A, const void* B,
+                         cudaDataType_t ab_type, void* D, cudaDataType_t d_type, const void* bias, float beta) {
   const int epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   const int alignment = std::min({pointer_alignment(A), pointer_alignment(B), pointer_alignment(D)});
-  const GemmKey key{m, n, k, transa ? 1 : 0, transb ? 1 : 0, epilogue, alignment, bias ? pointer_alignment(bias) : 0};
+  const GemmKey key{m,         n,        k, transa ? 1 : 0, transb ? 1 : 0, epilogue,
+                    alignment, bias ? pointer_alignment(bias) : 0, static_cast<int>(ab_type), static_cast<int>(d_type)};
   const GemmPlan* plan = gemm_plan(key, bias);
   if (!plan) return false;  // only for a bias epilogue; gemm_plan throws for a plain GEMM
   // The bias pointer differs per layer while the plan is shared: set it for this call (the
   // descriptor is read when the matmul is enqueued, so this is safe during graph capture too).
   if (bias)
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
-  const float alpha = 1.0f;  // host scalars (the default pointer mode), read at enqueue time
+  const float alpha = 1.0f;  // host scalars (the default pointer mode, scale type fp32), read at enqueue time
   // beta = 0: D is not read (it may hold anything, NaN included); C = D: in place when beta = 1.
   CUBLAS_CHECK(cublasLtMatmul(lt_, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D, plan->c, D, plan->c,
                               &plan->algo, lt_workspace_, lt_workspace_bytes_, stream_));
@@ -160,22 +213,22 @@ bool CudaBackend::matmul(int m, int n, int k, bool transa, bool transb, const fl
 
 namespace {
 
-// in (rows, cols) row-major -> out (ceil(rows / rows_per_chunk), cols): out[j][c] is the sum
-// of in[r][c] over the rows r of chunk j, added in increasing r; with `accumulate` it is
-// added to out instead of stored.
+// in (rows, cols) row-major, any float storage type In -> out (ceil(rows / rows_per_chunk), cols)
+// fp32: out[j][c] is the fp32 sum of in[r][c] over the rows r of chunk j, added in increasing r;
+// with `accumulate` it is added to out instead of stored.
 // Decomposition: one thread per (column, chunk); blockIdx.y is the chunk, and the threads of
 // a block take consecutive columns, so every row read is coalesced. No atomics: each output
 // element has exactly one writer, and its sum has a fixed order, so results are the same
 // bits on every run.
-__global__ void column_sums_kernel(float* out, const float* in, int rows, int cols, int rows_per_chunk,
-                                   bool accumulate) {
+template <typename In>
+__global__ void column_sums_kernel(float* out, const In* in, int rows, int cols, int rows_per_chunk, bool accumulate) {
   const int col = blockIdx.x * blockDim.x + threadIdx.x;
   if (col >= cols) return;
   const int chunk = blockIdx.y;
   const int64_t begin = static_cast<int64_t>(chunk) * rows_per_chunk;
   const int64_t end = begin + rows_per_chunk < rows ? begin + rows_per_chunk : rows;
   float sum = 0.0f;
-  for (int64_t r = begin; r < end; ++r) sum += in[r * cols + col];
+  for (int64_t r = begin; r < end; ++r) sum += to_float(in[r * cols + col]);
   float* dst = out + static_cast<int64_t>(chunk) * cols + col;
   if (accumulate)
     *dst += sum;
@@ -183,18 +236,20 @@ __global__ void column_sums_kernel(float* out, const float* in, int rows, int co
     *dst = sum;
 }
 
-void launch_column_sums(float* out, const float* in, int rows, int cols, int rows_per_chunk, bool accumulate,
+template <typename In>
+void launch_column_sums(float* out, const In* in, int rows, int cols, int rows_per_chunk, bool accumulate,
                         cudaStream_t stream) {
   const int threads = 128;
   const dim3 grid(static_cast<unsigned int>(ceil_div(cols, threads)),
                   static_cast<unsigned int>(ceil_div(rows, rows_per_chunk)));
-  column_sums_kernel<<<grid, threads, 0, stream>>>(out, in, rows, cols, rows_per_chunk, accumulate);
+  column_sums_kernel<In><<<grid, threads, 0, stream>>>(out, in, rows, cols, rows_per_chunk, accumulate);
   CUDA_CHECK(cudaGetLastError());
 }
 
-// bias (O) -> out (N,O): every row of out set to the bias
+// bias (O) -> out (N,O): every row of out set to the bias (the same storage type: a copy)
 // Decomposition: one thread per element of out (grid-stride), consecutive threads on consecutive columns.
-__global__ void broadcast_rows_kernel(float* out, const float* bias, int64_t N, int O) {
+template <typename S>
+__global__ void broadcast_rows_kernel(S* out, const S* bias, int64_t N, int O) {
   const int64_t total = N * O;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
@@ -207,23 +262,28 @@ __global__ void broadcast_rows_kernel(float* out, const float* bias, int64_t N, 
 void CudaBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) {
   const int N = static_cast<int>(inp.shape[0]), I = static_cast<int>(inp.shape[1]);
   const int O = static_cast<int>(weight.shape[0]);
-  const float* b = bias.data ? bias.f32() : nullptr;
+  const DType dtype = shared_storage_dtype("linear_forward", {out, inp, weight, bias});
+  const cudaDataType_t type = cuda_data_type(dtype);  // A, B, C, D and the bias alike
+  const void* b = bias.data;
   // out^T (O,N) = op_T(W^T (I,O)) inp^T (I,N) [+ b]; see the derivation at the top.
   // The bias goes into the GEMM's epilogue when cuBLASLt can fuse it. It is not asked to for a
   // bias that is not 16-byte aligned (the engine's arena aligns every tensor to 64 bytes) or
   // a dimension of 1 (where cuBLASLt's bias epilogue has been known to refuse), and it may
   // decline. Then we do as the CPU backend does: fill out with the bias and let the GEMM add
-  // onto it (beta = 1).
+  // onto it (beta = 1; C = D is read in its storage type, and the sum rounded once).
   if (!b) {
-    matmul(O, N, I, /*transa=*/true, /*transb=*/false, weight.f32(), inp.f32(), out.f32(), nullptr, 0.0f);
+    matmul(O, N, I, /*transa=*/true, /*transb=*/false, weight.data, inp.data, type, out.data, type, nullptr, 0.0f);
     return;
   }
   const bool try_epilogue = reinterpret_cast<uintptr_t>(b) % 16 == 0 && N > 1 && O > 1 && I > 1;
-  if (try_epilogue && matmul(O, N, I, true, false, weight.f32(), inp.f32(), out.f32(), b, 0.0f)) return;
-  broadcast_rows_kernel<<<grid_stride_blocks(static_cast<int64_t>(N) * O), kThreadsPerBlock, 0, stream_>>>(
-      out.f32(), b, N, O);
+  if (try_epilogue && matmul(O, N, I, true, false, weight.data, inp.data, type, out.data, type, b, 0.0f)) return;
+  dispatch_storage(dtype, [&](auto storage) {
+    using S = decltype(storage);
+    broadcast_rows_kernel<S><<<grid_stride_blocks(static_cast<int64_t>(N) * O), kThreadsPerBlock, 0, stream_>>>(
+        out.as<S>(), bias.as<S>(), N, O);
+  });
   CUDA_CHECK(cudaGetLastError());
-  matmul(O, N, I, /*transa=*/true, /*transb=*/false, weight.f32(), inp.f32(), out.f32(), nullptr, 1.0f);
+  matmul(O, N, I, /*transa=*/true, /*transb=*/false, weight.data, inp.data, type, out.data, type, nullptr, 1.0f);
 }
 
 // dout (N,O) -> dinp (N,I) = dout W (skipped when null), dweight (O,I) += dout^T inp,
@@ -231,29 +291,37 @@ void CudaBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor b
 void CudaBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) {
   const int N = static_cast<int>(inp.shape[0]), I = static_cast<int>(inp.shape[1]);
   const int O = static_cast<int>(weight.shape[0]);
-  const float* d = dout.f32();
+  const DType dtype = shared_storage_dtype("linear_backward", {dinp, dout, inp, weight});
+  const cudaDataType_t type = cuda_data_type(dtype);
+  float* dw = dweight.f32();  // parameter gradients: F32 whatever the activations' storage
+  float* db = dbias.data ? dbias.f32() : nullptr;
   // dinp^T (I,N) = W^T (I,O) dout^T (O,N), overwritten
-  if (dinp.data) matmul(I, N, O, false, false, weight.f32(), d, dinp.f32(), nullptr, 0.0f);
-  // dW^T (I,O) += inp^T (I,N) op_T(dout^T (O,N)), accumulated in place
-  matmul(I, O, N, false, true, inp.f32(), d, dweight.f32(), nullptr, 1.0f);
+  if (dinp.data) matmul(I, N, O, false, false, weight.data, dout.data, type, dinp.data, type, nullptr, 0.0f);
+  // dW^T (I,O) += inp^T (I,N) op_T(dout^T (O,N)), accumulated in place: 16-bit (or fp32)
+  // inputs, fp32 accumulation into the fp32 gradient
+  matmul(I, O, N, false, true, inp.data, dout.data, type, dw, CUDA_R_32F, nullptr, 1.0f);
 
-  if (dbias.data) {
+  if (db) {
     // Column sums of dout in two deterministic passes: partial sums over chunks of rows into
     // reduce_scratch_ (chunks, O), then the chunks summed in order and added to dbias. Chunks
     // of 32 rows give N/32 x O threads in the first pass; fewer, longer chunks when the
-    // scratch or the grid's y-limit would overflow.
+    // scratch or the grid's y-limit would overflow. Both passes sum in fp32.
     const int64_t max_chunks =
         std::min<int64_t>(65535, static_cast<int64_t>(kReduceScratchFloats) / std::max(O, 1));
     int64_t rows_per_chunk = 32;
     if (ceil_div(N, rows_per_chunk) > max_chunks) rows_per_chunk = ceil_div(N, std::max<int64_t>(max_chunks, 1));
     const int64_t chunks = ceil_div(N, rows_per_chunk);
-    if (chunks <= 1 || max_chunks < 1) {
-      launch_column_sums(dbias.f32(), d, N, O, N, /*accumulate=*/true, stream_);  // one pass, straight into dbias
-    } else {
-      launch_column_sums(reduce_scratch_, d, N, O, static_cast<int>(rows_per_chunk), false, stream_);
-      launch_column_sums(dbias.f32(), reduce_scratch_, static_cast<int>(chunks), O, static_cast<int>(chunks), true,
-                         stream_);
-    }
+    dispatch_storage(dtype, [&](auto storage) {
+      using S = decltype(storage);
+      const S* d = dout.as<S>();
+      if (chunks <= 1 || max_chunks < 1) {
+        launch_column_sums(db, d, N, O, N, /*accumulate=*/true, stream_);  // one pass, straight into dbias
+      } else {
+        launch_column_sums(reduce_scratch_, d, N, O, static_cast<int>(rows_per_chunk), false, stream_);
+        launch_column_sums(db, static_cast<const float*>(reduce_scratch_), static_cast<int>(chunks), O,
+                           static_cast<int>(chunks), true, stream_);
+      }
+    });
   }
 }
 
