@@ -109,6 +109,14 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
   // reads the loss and so waits for the backend); the window ending at step 0 is not timed, so
   // one-time costs (first touch of memory, GEMM plans, graph capture) stay out of the median
   // as long as there are a few windows.
+  // Without dynamic scaling a skipped step means the gradients (and so the loss) went
+  // non-finite: stop rather than train on garbage. fp16 skips and recovers by design.
+  auto stop_if_diverged = [&](const LossScalerStatus& status) {
+    if (!scaler.dynamic && status.first_skipped_step >= 0)
+      throw InputError("training diverged: the loss became non-finite at step " +
+                       std::to_string(status.first_skipped_step) + " (" + precision_name(o.precision) +
+                       " has no loss scaling to recover; try a lower --lr)");
+  };
   using Clock = std::chrono::steady_clock;
   std::vector<double> window_ms_per_step;
   Clock::time_point window_start = Clock::now();
@@ -129,12 +137,7 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
       const double loss = trainer.read_loss();
       const LossScalerStatus status = trainer.scaler().read();
       close_window(step + 1);
-      // Without dynamic scaling a skipped step means the gradients (and so the loss) went
-      // non-finite: stop rather than train on garbage. fp16 skips and recovers by design.
-      if (!scaler.dynamic && status.first_skipped_step >= 0)
-        throw InputError("training diverged: the loss became non-finite at step " +
-                         std::to_string(status.first_skipped_step) + " (" + precision_name(o.precision) +
-                         " has no loss scaling to recover; try a lower --lr)");
+      stop_if_diverged(status);
       char line[192];
       if (scaler.dynamic)
         std::snprintf(line, sizeof(line), "step %3d | loss %.4f | scale %g | skipped %d | alloc %.1f MB", step, loss,
@@ -146,6 +149,7 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
   }
   backend.synchronize();
   if (window_first_step < o.run.steps) close_window(o.run.steps);
+  stop_if_diverged(trainer.scaler().read());  // steps after the last log point count too
   if (!window_ms_per_step.empty()) {
     std::sort(window_ms_per_step.begin(), window_ms_per_step.end());
     const size_t n = window_ms_per_step.size();
