@@ -14,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <ostream>
 #include <string>
 #include <vector>
 
@@ -27,6 +28,7 @@ struct HalfType {
   const char* name;
   double u;  // unit roundoff 2^-p
 };
+inline void PrintTo(const HalfType& h, std::ostream* os) { *os << h.name; }  // gtest's parameter names
 inline const HalfType kBf16{DType::BF16, "bf16", 0.00390625};          // 2^-8
 inline const HalfType kFp16{DType::F16, "fp16", 0.00048828125};        // 2^-11
 constexpr double kFp16MinNormal = 6.103515625e-05;                     // 2^-14

@@ -18,6 +18,31 @@
 // differences between the device's and glibc's erff/expf/pow. Most of them (ReLU, dropout,
 // residual, embedding, AdamW) should match bit for bit. A wrong index, mask or missing term
 // shows up as an error of order 1e-2 or more, far above every tolerance here.
+//
+// bf16 and fp16 storage. Every op family also runs with its activation views (inputs, outputs,
+// activation gradients, working weights) in bf16 and in fp16: the case's values are drawn in
+// fp32 and rounded to the type (kernels/common/half.h) before either backend sees them, so both
+// backends read the SAME 16-bit inputs, widen them exactly to fp32, compute in fp32 and round
+// what they store with the same shared rounding. Tolerances, with u the unit roundoff of the
+// type (2^-8 bf16, 2^-11 fp16; adjacent values of the type are at most 2u apart, relatively):
+//  - 16-bit outputs: the fp32 tolerance of the op + 2u. The two fp32 results differ by the fp32
+//    reduction error d (bounded by the fp32 tolerance); rounded, they are equal unless a rounding
+//    boundary lies between them, and then they are neighbours: at most 2u|x| + d apart. The
+//    harness adds the 2u (storage_tol) to every compared 16-bit tensor.
+//  - F32 outputs (parameter gradients, LayerNorm mean/rstd, losses): the fp32 tolerances as they
+//    are. Their inputs are the same 16-bit values on both backends, exact in fp32, and the
+//    products of two 16-bit values are exact in fp32 (8+8 and 11+11 significant bits <= 24), so
+//    the backends differ only by fp32 summation order, as in the fp32 cases. Input rounding
+//    would widen a comparison with the exact fp32 result, not this one. The exception is a
+//    16-bit value one backend computed and stored earlier in the same case, which may sit on
+//    the other side of a rounding boundary: only attention chains that way (the backward reads
+//    the probs the forward stored), and its dqkv gets another 2u for it.
+//  - GEMMs with 16-bit inputs run on tensor cores, which add aligned products with truncation
+//    rather than round to nearest (Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of
+//    NVIDIA tensor cores", PeerJ CS 2021): up to K eps for a K-term sum instead of K/2, so
+//    K/2 + K between the backends; the linear cases double their fp32 reduction tolerances there.
+// Conversions (cast) and the optimizer's bookkeeping (found_inf, skipped steps, the loss scale)
+// must match exactly (tol 0: compared bit for bit).
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -58,6 +83,32 @@ using test::kEps32;
 double reduction_tol(double K) { return kEps32 * std::max(K, 16.0); }
 constexpr double kElementwiseTol = 1e-6;
 
+// Unit roundoff of a storage type: half the distance from 1 to the next value (0 for fp32,
+// whose rounding the fp32 tolerances already hold).
+double unit_roundoff(DType dtype) {
+  switch (dtype) {
+    case DType::BF16: return 1.0 / 256.0;   // 8 significant bits
+    case DType::F16: return 1.0 / 2048.0;   // 11 significant bits
+    default: return 0.0;
+  }
+}
+// What storing in `dtype` adds to a comparison of two backends: neighbouring values, 2u apart.
+double storage_tol(DType dtype) { return 2.0 * unit_roundoff(dtype); }
+
+// The values a tensor of `dtype` holds for `values`: each rounded to the type (exact for F32).
+std::vector<float> round_to(DType dtype, std::vector<float> values) {
+  if (dtype == DType::BF16)
+    for (float& x : values) x = to_float(float_to_bf16(x));
+  else if (dtype == DType::F16)
+    for (float& x : values) x = to_float(float_to_f16(x));
+  return values;
+}
+
+// "_bf16" / "_f16" for test names; nothing for fp32, whose cases keep their names.
+std::string dtype_suffix(DType dtype) {
+  return dtype == DType::BF16 ? "_bf16" : dtype == DType::F16 ? "_f16" : "";
+}
+
 // ============================== the harness ==============================
 
 // One tensor of a case: its contents before the op and whether (how tightly) it is compared after.
@@ -65,42 +116,66 @@ struct CaseTensor {
   std::string name;
   DType dtype = DType::F32;
   Shape shape;
-  std::vector<float> f32;      // contents before the op (F32)
+  std::vector<float> f32;      // contents before the op (F32, BF16, F16: values of the type)
   std::vector<int32_t> i32;    // contents before the op (I32)
-  double tol = -1.0;           // < 0: not compared; F32: max relative error; I32: compared exactly
+  double tol = -1.0;           // < 0: not compared; 0: bit for bit; float: max relative error
+                               // (plus storage_tol for 16-bit tensors); I32: compared exactly
   bool absent = false;         // an optional tensor passed with null data
   int offset_floats = 0;       // the view starts this many elements into its allocation (misalignment)
+  bool expect_unchanged = false;  // compared also with its contents before the op, bit for bit
 };
 
 using RunFn = std::function<void(Backend&, const std::vector<Tensor>&)>;
 
 // The tensors of one case (indices into `tensors` are what `run` uses) and the ops to run.
+// input, output, scratch and inout make activation tensors, in the case's storage dtype `act`
+// (their values rounded to it); grad and the *_f32 helpers make tensors that are F32 whatever
+// the storage (parameter gradients, statistics, losses, optimizer and scaler state).
 struct OpCase {
+  DType act = DType::F32;
   std::vector<CaseTensor> tensors;
   RunFn run;
 
+  OpCase() = default;
+  explicit OpCase(DType activations) : act(activations) {}
+
   int add(CaseTensor t) {
+    t.f32 = round_to(t.dtype, std::move(t.f32));
     tensors.push_back(std::move(t));
     return static_cast<int>(tensors.size()) - 1;
   }
+  // A tensor of any float dtype with the given contents (rounded to the dtype).
+  int tensor(const std::string& name, DType dtype, Shape shape, std::vector<float> values, double tol) {
+    return add({name, dtype, shape, std::move(values), {}, tol});
+  }
   // A random input in [lo, hi), not compared.
   int input(const std::string& name, Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
-    return add({name, DType::F32, shape, test::random_floats(shape.numel(), seed, lo, hi), {}, -1.0});
+    return tensor(name, act, shape, test::random_floats(shape.numel(), seed, lo, hi), -1.0);
   }
   // An output the op must overwrite entirely: NaN before the op.
   int output(const std::string& name, Shape shape, double tol) {
-    return add({name, DType::F32, shape, std::vector<float>(shape.numel(), std::numeric_limits<float>::quiet_NaN()),
-                {}, tol});
+    return tensor(name, act, shape, std::vector<float>(shape.numel(), std::numeric_limits<float>::quiet_NaN()), tol);
   }
   // Scratch the op may use: NaN before, not compared.
   int scratch(const std::string& name, Shape shape) { return output(name, shape, -1.0); }
-  // A parameter gradient the op accumulates into: random nonzero values before, compared after.
-  int grad(const std::string& name, Shape shape, uint32_t seed, double tol) {
-    return add({name, DType::F32, shape, test::random_floats(shape.numel(), seed, -1.0f, 1.0f), {}, tol});
-  }
-  // A tensor read and written in place (an aliased buffer, optimizer state): given contents, compared after.
+  // A tensor read and written in place (an aliased buffer): given contents, compared after.
   int inout(const std::string& name, Shape shape, std::vector<float> values, double tol) {
-    return add({name, DType::F32, shape, std::move(values), {}, tol});
+    return tensor(name, act, shape, std::move(values), tol);
+  }
+  // A parameter gradient the op accumulates into (F32): random nonzero values before, compared after.
+  int grad(const std::string& name, Shape shape, uint32_t seed, double tol) {
+    return tensor(name, DType::F32, shape, test::random_floats(shape.numel(), seed, -1.0f, 1.0f), tol);
+  }
+  // F32 whatever the storage: a random input; an output (NaN before); an in-place tensor.
+  int input_f32(const std::string& name, Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+    return tensor(name, DType::F32, shape, test::random_floats(shape.numel(), seed, lo, hi), -1.0);
+  }
+  int output_f32(const std::string& name, Shape shape, double tol) {
+    return tensor(name, DType::F32, shape, std::vector<float>(shape.numel(), std::numeric_limits<float>::quiet_NaN()),
+                  tol);
+  }
+  int inout_f32(const std::string& name, Shape shape, std::vector<float> values, double tol) {
+    return tensor(name, DType::F32, shape, std::move(values), tol);
   }
   // Random int32 ids in [lo, hi), not compared.
   int ids(const std::string& name, Shape shape, uint32_t seed, int lo, int hi) {
@@ -121,9 +196,9 @@ struct ScalerSlots {
 };
 
 ScalerSlots unit_scaler_in(OpCase& c) {
-  return ScalerSlots{c.inout("loss scale", {1}, {1.0f}, -1.0),      c.scalar_i32("growth tracker", 0, false),
+  return ScalerSlots{c.inout_f32("loss scale", {1}, {1.0f}, -1.0),  c.scalar_i32("growth tracker", 0, false),
                      c.scalar_i32("found_inf", 0, true),            c.scalar_i32("skipped steps", 0, false),
-                     c.scalar_i32("first skipped step", -1, false), c.inout("grad norm^2", {1}, {0.0f}, -1.0)};
+                     c.scalar_i32("first skipped step", -1, false), c.inout_f32("grad norm^2", {1}, {0.0f}, -1.0)};
 }
 
 LossScalerState scaler_at(const std::vector<Tensor>& v, const ScalerSlots& s) {
@@ -163,7 +238,26 @@ struct CaseResult {
   std::vector<std::vector<int32_t>> i32;
 };
 
-// Copies the case's tensors to `backend`, runs its ops there, and copies the compared tensors back.
+// The bits a 16-bit tensor stores for `values` (already values of the type: the rounding is exact).
+std::vector<uint16_t> to_bits16(DType dtype, const std::vector<float>& values) {
+  std::vector<uint16_t> bits(values.size());
+  for (size_t i = 0; i < values.size(); ++i)
+    bits[i] = dtype == DType::BF16 ? float_to_bf16(values[i]).bits : float_to_f16(values[i]).bits;
+  return bits;
+}
+
+// The fp32 values of stored 16-bit tensor bits (exact).
+std::vector<float> from_bits16(DType dtype, const std::vector<uint16_t>& bits) {
+  std::vector<float> values(bits.size());
+  for (size_t i = 0; i < bits.size(); ++i)
+    values[i] = dtype == DType::BF16 ? to_float(bf16{bits[i]}) : to_float(f16{bits[i]});
+  return values;
+}
+
+bool is_16bit(DType dtype) { return dtype == DType::BF16 || dtype == DType::F16; }
+
+// Copies the case's tensors to `backend`, runs its ops there, and copies the compared tensors
+// back (16-bit ones widened to fp32).
 CaseResult run_on(Backend& backend, const OpCase& c) {
   Allocations memory(backend);
   std::vector<Tensor> views;
@@ -172,9 +266,14 @@ CaseResult run_on(Backend& backend, const OpCase& c) {
     if (!t.absent) {
       const size_t offset = static_cast<size_t>(t.offset_floats) * dtype_size(t.dtype);
       view.data = static_cast<char*>(memory.allocate(view.bytes() + offset)) + offset;
-      const void* src = t.dtype == DType::F32 ? static_cast<const void*>(t.f32.data())
-                                              : static_cast<const void*>(t.i32.data());
-      backend.copy_to_device(view.data, src, view.bytes());
+      if (is_16bit(t.dtype)) {
+        const std::vector<uint16_t> bits = to_bits16(t.dtype, t.f32);  // copy_to_device copies it before returning
+        backend.copy_to_device(view.data, bits.data(), view.bytes());
+      } else {
+        const void* src = t.dtype == DType::F32 ? static_cast<const void*>(t.f32.data())
+                                                : static_cast<const void*>(t.i32.data());
+        backend.copy_to_device(view.data, src, view.bytes());
+      }
     }
     views.push_back(view);
   }
@@ -185,18 +284,23 @@ CaseResult run_on(Backend& backend, const OpCase& c) {
   for (size_t i = 0; i < c.tensors.size(); ++i) {
     const CaseTensor& t = c.tensors[i];
     if (t.tol < 0.0 || t.absent) continue;
-    if (t.dtype == DType::F32) {
-      result.f32[i].resize(t.shape.numel());
-      backend.copy_to_host(result.f32[i].data(), views[i].data, views[i].bytes());
-    } else {
+    if (t.dtype == DType::I32) {
       result.i32[i].resize(t.shape.numel());
       backend.copy_to_host(result.i32[i].data(), views[i].data, views[i].bytes());
+    } else if (is_16bit(t.dtype)) {
+      std::vector<uint16_t> bits(t.shape.numel());
+      backend.copy_to_host(bits.data(), views[i].data, views[i].bytes());
+      result.f32[i] = from_bits16(t.dtype, bits);
+    } else {
+      result.f32[i].resize(t.shape.numel());
+      backend.copy_to_host(result.f32[i].data(), views[i].data, views[i].bytes());
     }
   }
   return result;
 }
 
-// Compares every compared tensor; tol_override >= 0 replaces the case's tolerances.
+// Compares every compared tensor; tol_override >= 0 replaces the case's tolerances (to which
+// the harness still adds storage_tol for 16-bit tensors: see the file comment).
 void compare(const std::string& case_name, const OpCase& c, const CaseResult& cpu, const CaseResult& cuda,
              double tol_override = -1.0) {
   for (size_t i = 0; i < c.tensors.size(); ++i) {
@@ -205,13 +309,22 @@ void compare(const std::string& case_name, const OpCase& c, const CaseResult& cp
     const std::string what = case_name + " " + t.name;
     if (t.dtype == DType::I32) {
       EXPECT_EQ(cuda.i32[i], cpu.i32[i]) << what;
+      if (t.expect_unchanged) {
+        EXPECT_EQ(cuda.i32[i], t.i32) << what << " changed";
+      }
+      continue;
+    }
+    if (t.expect_unchanged) test::expect_bitwise_equal(what + " (unchanged)", cuda.f32[i], t.f32);
+    if (t.tol == 0.0) {  // exact: bit for bit (16-bit values widen one to one), inf and NaN included
+      test::expect_bitwise_equal(what, cuda.f32[i], cpu.f32[i]);
       continue;
     }
     // The CPU result is the reference: a non-finite one means the case itself is broken.
     const bool cpu_finite =
         std::all_of(cpu.f32[i].begin(), cpu.f32[i].end(), [](float x) { return std::isfinite(x); });
     EXPECT_TRUE(cpu_finite) << what << ": the CPU backend's result is not finite";
-    test::expect_rel_close(what, cuda.f32[i], test::to_double(cpu.f32[i]), tol_override >= 0.0 ? tol_override : t.tol);
+    const double tol = (tol_override >= 0.0 ? tol_override : t.tol) + storage_tol(t.dtype);
+    test::expect_rel_close(what, cuda.f32[i], test::to_double(cpu.f32[i]), tol);
   }
 }
 
@@ -234,7 +347,7 @@ std::string num(double x) {  // 0.1 -> "0p1": test names allow only [A-Za-z0-9_]
 // ============================== the case tables ==============================
 
 // ---- embedding: tokens (B,T), wte (V,C), wpe (maxT,C) -> out (B,T,C); backward dwte, dwpe ----
-std::vector<CaseSpec> embedding_cases() {
+std::vector<CaseSpec> embedding_cases(DType act = DType::F32) {
   struct P {
     int B, T, C, V, maxT;
     bool pos;
@@ -242,12 +355,18 @@ std::vector<CaseSpec> embedding_cases() {
   std::vector<CaseSpec> specs;
   // V < B*T everywhere but the 509 case, so ids repeat within windows of 8 tokens and across the
   // batch; T = 1 makes consecutive tokens share a position.
-  for (P p : {P{2, 13, 32, 7, 16, true}, P{2, 13, 32, 7, 16, false}, P{1, 1, 8, 37, 4, true}, P{8, 1, 16, 5, 1, true},
-              P{3, 67, 52, 509, 80, true}, P{4, 67, 96, 37, 67, false}, P{2, 200, 768, 50, 256, true}}) {
+  const std::vector<P> shapes =
+      act == DType::F32
+          ? std::vector<P>{P{2, 13, 32, 7, 16, true},    P{2, 13, 32, 7, 16, false}, P{1, 1, 8, 37, 4, true},
+                           P{8, 1, 16, 5, 1, true},      P{3, 67, 52, 509, 80, true}, P{4, 67, 96, 37, 67, false},
+                           P{2, 200, 768, 50, 256, true}}
+          : std::vector<P>{P{2, 13, 32, 7, 16, true}, P{1, 1, 8, 37, 4, true}, P{3, 67, 52, 509, 80, true},
+                           P{4, 67, 96, 37, 67, false}};
+  for (P p : shapes) {
     const std::string name = "embedding_B" + std::to_string(p.B) + "_T" + std::to_string(p.T) + "_C" +
                              std::to_string(p.C) + "_V" + std::to_string(p.V) + (p.pos ? "_pos" : "_nopos");
-    specs.push_back({name, [p] {
-                       OpCase c;
+    specs.push_back({name + dtype_suffix(act), [p, act] {
+                       OpCase c(act);
                        const int N = p.B * p.T;
                        const int tokens = c.ids("tokens", {p.B, p.T}, 1, 0, p.V);
                        const int wte = c.input("wte", {p.V, p.C}, 2);
@@ -269,32 +388,50 @@ std::vector<CaseSpec> embedding_cases() {
 }
 
 // ---- linear: inp (N,I), weight (O,I), bias (O) -> out (N,O); backward dinp, dweight, dbias ----
-std::vector<CaseSpec> linear_cases() {
+std::vector<CaseSpec> linear_cases(DType act = DType::F32) {
   struct P {
     int N, I, O;
     bool bias, dinp, misaligned;
   };
   std::vector<CaseSpec> specs;
-  for (P p : {P{1, 8, 8, true, true, false}, P{9, 17, 11, true, true, false}, P{9, 17, 11, true, true, true},
-              P{13, 32, 52, true, true, false}, P{26, 52, 32, false, true, false}, P{67, 64, 192, true, false, false},
-              P{134, 128, 509, true, true, false}, P{64, 300, 70, false, false, false},
-              P{40, 2048, 24, true, true, false}, P{2048, 64, 37, true, true, false},
-              P{3, 5, 1, true, true, true}, P{5, 1, 3, true, true, false}}) {
+  const std::vector<P> shapes =
+      act == DType::F32
+          ? std::vector<P>{P{1, 8, 8, true, true, false},       P{9, 17, 11, true, true, false},
+                           P{9, 17, 11, true, true, true},       P{13, 32, 52, true, true, false},
+                           P{26, 52, 32, false, true, false},    P{67, 64, 192, true, false, false},
+                           P{134, 128, 509, true, true, false},  P{64, 300, 70, false, false, false},
+                           P{40, 2048, 24, true, true, false},   P{2048, 64, 37, true, true, false},
+                           P{3, 5, 1, true, true, true},         P{5, 1, 3, true, true, false}}
+          // 16-bit: the bias epilogue in the storage type (O = 192, 509), the broadcast fallback
+          // (O = 1, misaligned, and wherever cuBLASLt declines), odd leading dimensions, 2-byte
+          // aligned views, and a long dweight sum (N = 2048)
+          : std::vector<P>{P{1, 8, 8, true, true, false},      P{9, 17, 11, true, true, false},
+                           P{9, 17, 11, true, true, true},      P{67, 64, 192, true, false, false},
+                           P{134, 128, 509, true, true, false}, P{64, 300, 70, false, false, false},
+                           P{2048, 64, 37, true, true, false},  P{3, 5, 1, true, true, true},
+                           P{5, 1, 3, true, true, false}};
+  for (P p : shapes) {
     const std::string name = "linear_N" + std::to_string(p.N) + "_I" + std::to_string(p.I) + "_O" +
                              std::to_string(p.O) + (p.bias ? "_bias" : "_nobias") + (p.dinp ? "" : "_nodinp") +
                              (p.misaligned ? "_misaligned" : "");
-    specs.push_back({name, [p] {
-                       OpCase c;
+    specs.push_back({name + dtype_suffix(act), [p, act] {
+                       OpCase c(act);
                        const int x = c.input("inp", {p.N, p.I}, 11);
                        const int w = c.input("weight", {p.O, p.I}, 12);
                        const int b = p.bias ? c.input("bias", {p.O}, 13) : c.absent("bias");
                        const int dout = c.input("dout", {p.N, p.O}, 14);
-                       const int out = c.output("out", {p.N, p.O}, reduction_tol(p.I + 1));
-                       const int dx = p.dinp ? c.output("dinp", {p.N, p.I}, reduction_tol(p.O)) : c.absent("dinp");
+                       // 16-bit GEMMs run on tensor cores, which truncate: twice the fp32 budget
+                       // (file comment). The bias column sums are our own fp32 kernel.
+                       const double tc = act == DType::F32 ? 1.0 : 2.0;
+                       const int out = c.output("out", {p.N, p.O}, tc * reduction_tol(p.I + 1));
+                       const int dx =
+                           p.dinp ? c.output("dinp", {p.N, p.I}, tc * reduction_tol(p.O)) : c.absent("dinp");
                        // two backward calls: start value + 2 sums of N rows
-                       const int dw = c.grad("dweight", {p.O, p.I}, 15, reduction_tol(2 * p.N + 1));
+                       const int dw = c.grad("dweight", {p.O, p.I}, 15, tc * reduction_tol(2 * p.N + 1));
                        const int db = p.bias ? c.grad("dbias", {p.O}, 16, reduction_tol(2 * p.N + 1)) : c.absent("dbias");
-                       if (p.misaligned)  // 4-byte aligned views: cuBLASLt must pick algorithms that allow it
+                       // element-aligned views (4 bytes in fp32, 2 in 16-bit): cuBLASLt must pick
+                       // algorithms that allow it
+                       if (p.misaligned)
                          for (CaseTensor& t : c.tensors) t.offset_floats = 1;
                        c.run = [=](Backend& be, const std::vector<Tensor>& v) {
                          be.linear_forward(v[out], v[x], v[w], v[b]);
@@ -310,22 +447,28 @@ std::vector<CaseSpec> linear_cases() {
 }
 
 // ---- attention: qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T); backward dqkv ----
-std::vector<CaseSpec> attention_cases() {
+std::vector<CaseSpec> attention_cases(DType act = DType::F32) {
   struct P {
     int B, T, NH, HS;
     bool causal;
     float p;
   };
   std::vector<CaseSpec> specs;
-  for (P p : {P{1, 1, 1, 8, true, 0.0f}, P{1, 1, 1, 8, false, 0.1f}, P{2, 13, 2, 8, true, 0.0f},
-              P{2, 13, 2, 32, false, 0.0f}, P{2, 13, 4, 32, true, 0.1f}, P{1, 67, 2, 64, true, 0.2f},
-              P{2, 67, 1, 128, false, 0.0f}, P{1, 67, 2, 128, true, 0.1f}, P{2, 32, 2, 64, false, 0.1f},
-              P{1, 256, 2, 64, true, 0.0f}, P{1, 130, 3, 16, false, 0.5f}}) {
+  const std::vector<P> shapes =
+      act == DType::F32
+          ? std::vector<P>{P{1, 1, 1, 8, true, 0.0f},     P{1, 1, 1, 8, false, 0.1f},   P{2, 13, 2, 8, true, 0.0f},
+                           P{2, 13, 2, 32, false, 0.0f},  P{2, 13, 4, 32, true, 0.1f},  P{1, 67, 2, 64, true, 0.2f},
+                           P{2, 67, 1, 128, false, 0.0f}, P{1, 67, 2, 128, true, 0.1f}, P{2, 32, 2, 64, false, 0.1f},
+                           P{1, 256, 2, 64, true, 0.0f},  P{1, 130, 3, 16, false, 0.5f}}
+          : std::vector<P>{P{1, 1, 1, 8, true, 0.0f},    P{2, 13, 2, 8, true, 0.0f},
+                           P{2, 13, 4, 32, true, 0.1f},  P{1, 67, 2, 64, true, 0.2f},
+                           P{2, 67, 1, 128, false, 0.0f}, P{1, 130, 3, 16, false, 0.5f}};
+  for (P p : shapes) {
     const std::string name = "attention_B" + std::to_string(p.B) + "_T" + std::to_string(p.T) + "_NH" +
                              std::to_string(p.NH) + "_HS" + std::to_string(p.HS) +
                              (p.causal ? "_causal" : "_full") + "_p" + num(p.p);
-    specs.push_back({name, [p] {
-                       OpCase c;
+    specs.push_back({name + dtype_suffix(act), [p, act] {
+                       OpCase c(act);
                        const AttentionShape s{p.B, p.T, p.NH, p.HS, p.causal};
                        const int C = p.NH * p.HS;
                        // Scores are HS-term dot products, the softmax sums T exps, each output sums T
@@ -337,7 +480,9 @@ std::vector<CaseSpec> attention_cases() {
                        const int dout = c.input("dout", {p.B, p.T, C}, 32);
                        const int out = c.output("out", {p.B, p.T, C}, fwd);
                        const int probs = c.output("probs", {p.B, p.NH, p.T, p.T}, fwd);
-                       const int dqkv = c.output("dqkv", {p.B, p.T, 3 * C}, 2.0 * fwd);
+                       // 16-bit: another 2u for the probs the backward reads, which each backend
+                       // rounded from its own fp32 weights (file comment)
+                       const int dqkv = c.output("dqkv", {p.B, p.T, 3 * C}, 2.0 * fwd + storage_tol(act));
                        const int dprobs = c.scratch("dprobs", {p.B, p.NH, p.T, p.T});
                        const float drop = p.p;
                        c.run = [=](Backend& be, const std::vector<Tensor>& v) {
@@ -353,26 +498,30 @@ std::vector<CaseSpec> attention_cases() {
 }
 
 // ---- layernorm: inp (N,C), weight (C), bias (C) -> out (N,C), mean (N), rstd (N); backward ----
-std::vector<CaseSpec> layernorm_cases() {
+std::vector<CaseSpec> layernorm_cases(DType act = DType::F32) {
   struct P {
     int N, C;
     bool alias;  // dinp aliases dout
   };
   std::vector<CaseSpec> specs;
-  for (P p : {P{1, 8, false}, P{13, 52, false}, P{67, 32, false}, P{26, 768, false}, P{8, 2048, false},
-              P{3, 37, true}, P{67, 768, true}}) {
+  const std::vector<P> shapes =
+      act == DType::F32 ? std::vector<P>{P{1, 8, false},   P{13, 52, false}, P{67, 32, false}, P{26, 768, false},
+                                         P{8, 2048, false}, P{3, 37, true},   P{67, 768, true}}
+                        : std::vector<P>{P{1, 8, false}, P{13, 52, false}, P{26, 768, false}, P{3, 37, true},
+                                         P{67, 768, true}};
+  for (P p : shapes) {
     const std::string name = "layernorm_N" + std::to_string(p.N) + "_C" + std::to_string(p.C) +
                              (p.alias ? "_dinp_aliases_dout" : "");
-    specs.push_back({name, [p] {
-                       OpCase c;
+    specs.push_back({name + dtype_suffix(act), [p, act] {
+                       OpCase c(act);
                        // Bounds as the CPU tests: out and rstd (C+4), mean C, dinp 3C, dweight N+C,
                        // dbias N, plus one for the accumulation onto the start value.
                        const int x = c.input("inp", {p.N, p.C}, 41, -2.0f, 3.0f);  // mean away from 0
                        const int w = c.input("weight", {p.C}, 42, 0.5f, 1.5f);
                        const int b = c.input("bias", {p.C}, 43);
                        const int out = c.output("out", {p.N, p.C}, reduction_tol(p.C + 4));
-                       const int mean = c.output("mean", {p.N}, reduction_tol(p.C));
-                       const int rstd = c.output("rstd", {p.N}, reduction_tol(p.C + 4));
+                       const int mean = c.output_f32("mean", {p.N}, reduction_tol(p.C));
+                       const int rstd = c.output_f32("rstd", {p.N}, reduction_tol(p.C + 4));
                        const double dinp_tol = reduction_tol(3 * p.C);
                        const int dout = p.alias ? c.inout("dout (= dinp)", {p.N, p.C},
                                                           test::random_floats(p.N * p.C, 44), dinp_tol)
@@ -391,7 +540,7 @@ std::vector<CaseSpec> layernorm_cases() {
 }
 
 // ---- cross-entropy: logits (N,V), targets (N) -> losses (N), dlogits (N,V) ----
-std::vector<CaseSpec> cross_entropy_cases() {
+std::vector<CaseSpec> cross_entropy_cases(DType act = DType::F32) {
   enum class Grad { Separate, None, AliasesLogits };
   struct P {
     int N, V;
@@ -400,16 +549,26 @@ std::vector<CaseSpec> cross_entropy_cases() {
   };
   std::vector<CaseSpec> specs;
   // offset 100: exp overflows without the max subtraction; scales 0.37 and 2.5: not powers of 2
-  for (P p : {P{1, 37, 0.0f, 1.0f, Grad::Separate}, P{13, 509, 0.0f, 1.0f, Grad::Separate},
-              P{13, 509, 0.0f, 1.0f, Grad::None}, P{13, 509, 0.0f, 0.37f, Grad::AliasesLogits},
-              P{7, 19, 100.0f, 1024.0f, Grad::AliasesLogits}, P{4, 50257, 0.0f, 1.0f, Grad::Separate},
-              P{67, 37, 0.0f, 1.0f, Grad::AliasesLogits}, P{3, 50257, 0.0f, 2.5f, Grad::AliasesLogits},
-              P{130, 1000, 0.0f, 1.0f, Grad::Separate}}) {
+  const std::vector<P> shapes =
+      act == DType::F32
+          ? std::vector<P>{P{1, 37, 0.0f, 1.0f, Grad::Separate},          P{13, 509, 0.0f, 1.0f, Grad::Separate},
+                           P{13, 509, 0.0f, 1.0f, Grad::None},            P{13, 509, 0.0f, 0.37f, Grad::AliasesLogits},
+                           P{7, 19, 100.0f, 1024.0f, Grad::AliasesLogits}, P{4, 50257, 0.0f, 1.0f, Grad::Separate},
+                           P{67, 37, 0.0f, 1.0f, Grad::AliasesLogits},    P{3, 50257, 0.0f, 2.5f, Grad::AliasesLogits},
+                           P{130, 1000, 0.0f, 1.0f, Grad::Separate}}
+          // 16-bit: fp16's subnormals hold the small gradients of V = 50257 (1/(4 V) ~ 5e-6)
+          : std::vector<P>{P{1, 37, 0.0f, 1.0f, Grad::Separate},
+                           P{13, 509, 0.0f, 1.0f, Grad::None},
+                           P{13, 509, 0.0f, 0.37f, Grad::AliasesLogits},
+                           P{7, 19, 100.0f, 1024.0f, Grad::AliasesLogits},
+                           P{4, 50257, 0.0f, 1.0f, Grad::Separate},
+                           P{67, 37, 0.0f, 1.0f, Grad::AliasesLogits}};
+  for (P p : shapes) {
     const char* mode = p.grad == Grad::Separate ? "_dlogits" : p.grad == Grad::None ? "_lossonly" : "_inplace";
     const std::string name = "cross_entropy_N" + std::to_string(p.N) + "_V" + std::to_string(p.V) + "_offset" +
                              num(p.offset) + "_scale" + num(p.dloss_scale) + mode;
-    specs.push_back({name, [p] {
-                       OpCase c;
+    specs.push_back({name + dtype_suffix(act), [p, act] {
+                       OpCase c(act);
                        // As the CPU tests: the V-term sum of exps (V eps in its log) and roundings at
                        // the logits' magnitude (|offset| + 4) in "log sum + max - z[target]".
                        const double tol = reduction_tol(p.V + 2.0 * (std::fabs(p.offset) + 4.0));
@@ -418,11 +577,11 @@ std::vector<CaseSpec> cross_entropy_cases() {
                        const int logits = p.grad == Grad::AliasesLogits
                                               ? c.inout("logits (= dlogits)", {p.N, p.V}, z, tol)
                                               : c.inout("logits", {p.N, p.V}, z, -1.0);
-                       const int losses = c.output("losses", {p.N}, tol);
+                       const int losses = c.output_f32("losses", {p.N}, tol);
                        const int dlogits = p.grad == Grad::Separate     ? c.output("dlogits", {p.N, p.V}, tol)
                                            : p.grad == Grad::None       ? c.absent("dlogits")
                                                                         : logits;
-                       const int scale = c.inout("dloss_scale", {1}, {p.dloss_scale}, -1.0);
+                       const int scale = c.inout_f32("dloss_scale", {1}, {p.dloss_scale}, -1.0);
                        c.run = [=](Backend& be, const std::vector<Tensor>& v) {
                          be.cross_entropy_forward_backward(v[losses], v[dlogits], v[logits], v[targets], v[scale]);
                        };
@@ -433,20 +592,27 @@ std::vector<CaseSpec> cross_entropy_cases() {
 }
 
 // ---- activation: inp (n) -> out (n); backward dinp (n), possibly aliasing dout ----
-std::vector<CaseSpec> activation_cases() {
+std::vector<CaseSpec> activation_cases(DType act = DType::F32) {
   struct P {
     int64_t n;
     Activation act;
     bool alias;
   };
   std::vector<CaseSpec> specs;
-  for (P p : {P{1, Activation::Relu, false}, P{37, Activation::Relu, true}, P{4099, Activation::Relu, false},
-              P{1, Activation::Gelu, false}, P{37, Activation::Gelu, false}, P{4099, Activation::Gelu, true},
-              P{67 * 52 * 3, Activation::Gelu, false}, P{67 * 52 * 3, Activation::Relu, true}}) {
+  const std::vector<P> shapes =
+      act == DType::F32
+          ? std::vector<P>{P{1, Activation::Relu, false},           P{37, Activation::Relu, true},
+                           P{4099, Activation::Relu, false},        P{1, Activation::Gelu, false},
+                           P{37, Activation::Gelu, false},          P{4099, Activation::Gelu, true},
+                           P{67 * 52 * 3, Activation::Gelu, false}, P{67 * 52 * 3, Activation::Relu, true}}
+          : std::vector<P>{P{1, Activation::Relu, false},           P{37, Activation::Relu, true},
+                           P{4099, Activation::Gelu, true},         P{67 * 52 * 3, Activation::Gelu, false},
+                           P{4099, Activation::Relu, false}};
+  for (P p : shapes) {
     const std::string name = std::string(p.act == Activation::Relu ? "relu" : "gelu") + "_n" +
                              std::to_string(p.n) + (p.alias ? "_dinp_aliases_dout" : "");
-    specs.push_back({name, [p] {
-                       OpCase c;
+    specs.push_back({name + dtype_suffix(act), [p, act] {
+                       OpCase c(act);
                        const int x = c.input("inp", {p.n}, 61, -3.0f, 3.0f);
                        const int out = c.output("out", {p.n}, kElementwiseTol);
                        const int dout = p.alias ? c.inout("dout (= dinp)", {p.n}, test::random_floats(p.n, 62),
@@ -465,7 +631,7 @@ std::vector<CaseSpec> activation_cases() {
 }
 
 // ---- dropout: inp (n) -> out (n), possibly in place; backward dinp (n) with the same mask ----
-std::vector<CaseSpec> dropout_cases() {
+std::vector<CaseSpec> dropout_cases(DType act = DType::F32) {
   struct P {
     int64_t n;
     float p;
@@ -473,11 +639,17 @@ std::vector<CaseSpec> dropout_cases() {
   };
   std::vector<CaseSpec> specs;
   // sizes 1, 3, 5: partial Philox groups; 4099: a partial last group; p = 0: the identity
-  for (P p : {P{1, 0.1f, false}, P{3, 0.5f, false}, P{4, 0.1f, true}, P{5, 0.1f, false}, P{37, 0.2f, false},
-              P{4099, 0.1f, true}, P{100003, 0.5f, false}, P{4099, 0.0f, false}, P{4099, 0.0f, true}}) {
+  const std::vector<P> shapes =
+      act == DType::F32
+          ? std::vector<P>{P{1, 0.1f, false},    P{3, 0.5f, false},      P{4, 0.1f, true},
+                           P{5, 0.1f, false},    P{37, 0.2f, false},     P{4099, 0.1f, true},
+                           P{100003, 0.5f, false}, P{4099, 0.0f, false}, P{4099, 0.0f, true}}
+          : std::vector<P>{P{1, 0.1f, false}, P{5, 0.1f, false}, P{4099, 0.1f, true}, P{100003, 0.5f, false},
+                           P{4099, 0.0f, false}};
+  for (P p : shapes) {
     const std::string name = "dropout_n" + std::to_string(p.n) + "_p" + num(p.p) + (p.in_place ? "_inplace" : "");
-    specs.push_back({name, [p] {
-                       OpCase c;
+    specs.push_back({name + dtype_suffix(act), [p, act] {
+                       OpCase c(act);
                        // A mask mismatch zeroes an element on one side only: an O(1) error.
                        const int step = c.scalar_i32("step", 11, false);
                        const int x = p.in_place ? c.inout("inp (= out)", {p.n}, test::random_floats(p.n, 71),
@@ -501,7 +673,7 @@ std::vector<CaseSpec> dropout_cases() {
 }
 
 // ---- residual: a (n), b (n) -> out (n) = a + b, out possibly aliasing a or b ----
-std::vector<CaseSpec> residual_cases() {
+std::vector<CaseSpec> residual_cases(DType act = DType::F32) {
   enum class Alias { None, A, B };
   struct P {
     int64_t n;
@@ -510,8 +682,8 @@ std::vector<CaseSpec> residual_cases() {
   std::vector<CaseSpec> specs;
   for (P p : {P{1, Alias::None}, P{37, Alias::A}, P{4099, Alias::B}, P{100003, Alias::None}}) {
     const char* mode = p.alias == Alias::None ? "" : p.alias == Alias::A ? "_out_aliases_a" : "_out_aliases_b";
-    specs.push_back({"residual_n" + std::to_string(p.n) + mode, [p] {
-                       OpCase c;
+    specs.push_back({"residual_n" + std::to_string(p.n) + mode + dtype_suffix(act), [p, act] {
+                       OpCase c(act);
                        const int a = p.alias == Alias::A
                                          ? c.inout("a (= out)", {p.n}, test::random_floats(p.n, 81), kElementwiseTol)
                                          : c.input("a", {p.n}, 81);
@@ -544,14 +716,17 @@ std::vector<CaseSpec> adamw_cases() {
                        OpCase c;
                        const bool fresh = p.start_step == 0;
                        // lr 1e-2: the updates are large enough to be seen against the parameters
-                       const int params = c.inout("params", {p.n}, test::random_floats(p.n, 91), kElementwiseTol);
-                       const int grads = c.input("grads", {p.n}, 92);
-                       const int m = c.inout("exp_avg", {p.n},
-                                             fresh ? std::vector<float>(p.n, 0.0f) : test::random_floats(p.n, 93, -0.1f, 0.1f),
-                                             kElementwiseTol);
-                       const int v2 = c.inout("exp_avg_sq", {p.n},
-                                              fresh ? std::vector<float>(p.n, 0.0f) : test::random_floats(p.n, 94, 0.0f, 0.01f),
-                                              kElementwiseTol);
+                       const int params =
+                           c.inout_f32("params", {p.n}, test::random_floats(p.n, 91), kElementwiseTol);
+                       const int grads = c.input_f32("grads", {p.n}, 92);
+                       const int m = c.inout_f32(
+                           "exp_avg", {p.n},
+                           fresh ? std::vector<float>(p.n, 0.0f) : test::random_floats(p.n, 93, -0.1f, 0.1f),
+                           kElementwiseTol);
+                       const int v2 = c.inout_f32(
+                           "exp_avg_sq", {p.n},
+                           fresh ? std::vector<float>(p.n, 0.0f) : test::random_floats(p.n, 94, 0.0f, 0.01f),
+                           kElementwiseTol);
                        const int count = c.scalar_i32("step_count", p.start_step, /*compare=*/true);
                        AdamWHyper hyper;
                        hyper.lr = 1e-2;
@@ -562,6 +737,149 @@ std::vector<CaseSpec> adamw_cases() {
                          for (int s = 0; s < steps; ++s)
                            be.adamw_step(v[params], v[grads], v[m], v[v2], v[count], hyper, scaler_at(v, scaler));
                        };
+                       return c;
+                     }});
+  }
+  return specs;
+}
+
+// ---- a skipped optimizer step: found_inf set, so nothing may change, bit for bit ----
+std::vector<CaseSpec> adamw_skip_cases() {
+  std::vector<CaseSpec> specs;
+  for (int64_t n : {int64_t{1}, int64_t{4099}, int64_t{100003}}) {
+    specs.push_back({"adamw_n" + std::to_string(n) + "_skipped_when_found_inf", [n] {
+                       OpCase c;
+                       auto unchanged = [&](int slot) {
+                         c.tensors[slot].expect_unchanged = true;
+                         return slot;
+                       };
+                       // tol 0 and expect_unchanged: the same bits as before, on both backends
+                       const int params = unchanged(c.inout_f32("params", {n}, test::random_floats(n, 95), 0.0));
+                       const int grads = c.input_f32("grads", {n}, 96);
+                       const int m =
+                           unchanged(c.inout_f32("exp_avg", {n}, test::random_floats(n, 97, -0.1f, 0.1f), 0.0));
+                       const int v2 =
+                           unchanged(c.inout_f32("exp_avg_sq", {n}, test::random_floats(n, 98, 0.0f, 0.01f), 0.0));
+                       const int count = unchanged(c.scalar_i32("step_count", 41, /*compare=*/true));
+                       ScalerSlots scaler = unit_scaler_in(c);
+                       c.tensors[scaler.found_inf].i32 = {1};
+                       c.tensors[scaler.found_inf].expect_unchanged = true;
+                       c.tensors[scaler.scale].f32 = {65536.0f};
+                       AdamWHyper hyper;
+                       hyper.lr = 1e-2;
+                       hyper.weight_decay = 0.1;
+                       c.run = [=](Backend& be, const std::vector<Tensor>& v) {
+                         for (int s = 0; s < 2; ++s)
+                           be.adamw_step(v[params], v[grads], v[m], v[v2], v[count], hyper, scaler_at(v, scaler));
+                       };
+                       return c;
+                     }});
+  }
+  return specs;
+}
+
+// ---- the gradient check: grads (n) F32 -> grad_norm_sq (sum of squares), found_inf ----
+std::vector<CaseSpec> grad_norm_check_cases() {
+  enum class Plant { None, Inf, NaN };
+  struct P {
+    int64_t n;
+    Plant plant;
+  };
+  std::vector<CaseSpec> specs;
+  // 100003 > 256 blocks x 256 threads: every thread of the GPU's partial sums takes several elements
+  for (P p : {P{1, Plant::None}, P{4099, Plant::None}, P{100003, Plant::None}, P{4099, Plant::Inf},
+              P{100003, Plant::NaN}, P{1, Plant::NaN}}) {
+    const char* what = p.plant == Plant::None ? "_finite" : p.plant == Plant::Inf ? "_with_inf" : "_with_nan";
+    specs.push_back({"grad_norm_check_n" + std::to_string(p.n) + what, [p] {
+                       OpCase c;
+                       std::vector<float> g = test::random_floats(p.n, 99, -2.0f, 2.0f);
+                       // an inf in the middle; a NaN last (the tail of the last block)
+                       if (p.plant == Plant::Inf) g[p.n / 2] = -std::numeric_limits<float>::infinity();
+                       if (p.plant == Plant::NaN) g[p.n - 1] = std::numeric_limits<float>::quiet_NaN();
+                       const int grads = c.inout_f32("grads", {p.n}, g, -1.0);
+                       ScalerSlots scaler = unit_scaler_in(c);
+                       // found_inf starts opposite to the answer, so it must be written either way
+                       c.tensors[scaler.found_inf].i32 = {p.plant == Plant::None ? 1 : 0};
+                       // sum of squares: both backends sum in double (n eps64 << eps32) and round
+                       // once to fp32, so they agree to an fp32 ulp: the 16 eps floor is ample. inf
+                       // or NaN when one is planted, which only found_inf reports.
+                       if (p.plant == Plant::None) c.tensors[scaler.grad_norm_sq].tol = reduction_tol(1);
+                       c.run = [=](Backend& be, const std::vector<Tensor>& v) {
+                         be.grad_norm_check(v[grads], scaler_at(v, scaler));
+                       };
+                       return c;
+                     }});
+  }
+  return specs;
+}
+
+// ---- the loss scaler's update (kernels/common/loss_scaler.h): every field exact ----
+std::vector<CaseSpec> loss_scaler_cases() {
+  struct P {
+    const char* name;
+    bool dynamic;
+    float scale;
+    int32_t tracker, found_inf, skipped, first_skipped;
+  };
+  std::vector<CaseSpec> specs;
+  // growth interval 5 below; step 17
+  for (P p : {P{"dynamic_clean_step_counts", true, 65536.0f, 2, 0, 0, -1},
+              P{"dynamic_clean_interval_grows", true, 65536.0f, 4, 0, 0, -1},
+              P{"dynamic_never_grows_into_inf", true, 3.0e38f, 4, 0, 0, -1},
+              P{"dynamic_inf_backs_off_first_skip", true, 65536.0f, 3, 1, 0, -1},
+              P{"dynamic_inf_backs_off_later_skip", true, 1024.0f, 0, 1, 2, 9},
+              P{"static_inf_counts_skip", false, 1.0f, 0, 1, 0, -1},
+              P{"static_clean_no_change", false, 1.0f, 0, 0, 3, 5}}) {
+    specs.push_back({std::string("loss_scaler_update_") + p.name, [p] {
+                       OpCase c;
+                       const ScalerSlots s{c.inout_f32("loss scale", {1}, {p.scale}, 0.0),
+                                           c.scalar_i32("growth tracker", p.tracker, true),
+                                           c.scalar_i32("found_inf", p.found_inf, true),
+                                           c.scalar_i32("skipped steps", p.skipped, true),
+                                           c.scalar_i32("first skipped step", p.first_skipped, true),
+                                           c.inout_f32("grad norm^2", {1}, {3.0f}, -1.0)};
+                       const int step = c.scalar_i32("step", 17, false);
+                       LossScalerConfig config;
+                       config.dynamic = p.dynamic;
+                       config.growth_interval = 5;
+                       c.run = [=](Backend& be, const std::vector<Tensor>& v) {
+                         be.loss_scaler_update(scaler_at(v, s), config, v[step]);
+                       };
+                       return c;
+                     }});
+  }
+  return specs;
+}
+
+// ---- cast: src (n) -> dst (n) between float storage types, exact (the shared rounding) ----
+std::vector<CaseSpec> cast_cases() {
+  struct P {
+    DType src, dst;
+    int64_t n;
+  };
+  std::vector<CaseSpec> specs;
+  for (P p : {P{DType::F32, DType::BF16, 4099}, P{DType::F32, DType::F16, 4099}, P{DType::BF16, DType::F32, 4099},
+              P{DType::F16, DType::BF16, 1037}, P{DType::F32, DType::BF16, 1}, P{DType::F32, DType::F16, 100003}}) {
+    const std::string name = std::string("cast_") + dtype_name(p.src) + "_to_" + dtype_name(p.dst) + "_n" +
+                             std::to_string(p.n);
+    specs.push_back({name, [p] {
+                       OpCase c;
+                       // Magnitudes from 1e-7 to 1e5: fp16 subnormals (below 6.1e-5) and overflow to
+                       // infinity (above 65504), bf16's 8-bit rounding at every scale, plus exact
+                       // ties between neighbouring 16-bit values.
+                       std::vector<float> x = test::random_floats(p.n, 111, -1.0f, 1.0f);
+                       for (int64_t i = 0; i < p.n; ++i) x[i] *= std::pow(10.0f, static_cast<float>(i % 13) - 7.0f);
+                       if (p.n > 8) {
+                         x[1] = 1.0f + 1.0f / 256.0f;    // a bf16 tie: rounds to even (1)
+                         x[2] = 1.0f + 3.0f / 256.0f;    // a bf16 tie: rounds to even (1 + 2^-6)
+                         x[3] = 1.0f + 1.0f / 2048.0f;   // an fp16 tie
+                         x[4] = 65520.0f;                // fp16: rounds to infinity
+                         x[5] = -0.0f;
+                       }
+                       const int src = c.tensor("src", p.src, {p.n}, x, -1.0);
+                       const int dst = c.tensor("dst", p.dst, {p.n},
+                                                std::vector<float>(p.n, std::numeric_limits<float>::quiet_NaN()), 0.0);
+                       c.run = [=](Backend& be, const std::vector<Tensor>& v) { be.cast(v[dst], v[src]); };
                        return c;
                      }});
   }
@@ -626,11 +944,16 @@ std::vector<CaseSpec> graph_cases() {
 
 std::vector<CaseSpec> all_cases() {
   std::vector<CaseSpec> all;
-  for (auto family : {embedding_cases, linear_cases, attention_cases, layernorm_cases, cross_entropy_cases,
-                      activation_cases, dropout_cases, residual_cases, adamw_cases, graph_cases}) {
-    std::vector<CaseSpec> specs = family();
-    all.insert(all.end(), specs.begin(), specs.end());
-  }
+  auto append = [&all](const std::vector<CaseSpec>& specs) { all.insert(all.end(), specs.begin(), specs.end()); };
+  // the ops on activations: with fp32, bf16 and fp16 storage
+  for (DType act : {DType::F32, DType::BF16, DType::F16})
+    for (auto family : {embedding_cases, linear_cases, attention_cases, layernorm_cases, cross_entropy_cases,
+                        activation_cases, dropout_cases, residual_cases})
+      append(family(act));
+  // precision and the optimizer step: fixed dtypes (casts name theirs; the rest is F32 and I32)
+  for (auto family : {cast_cases, grad_norm_check_cases, adamw_cases, adamw_skip_cases, loss_scaler_cases,
+                      graph_cases})
+    append(family());
   return all;
 }
 

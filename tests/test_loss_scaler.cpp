@@ -32,6 +32,10 @@
 #include "tests/mixed_precision_util.h"
 
 namespace tt {
+
+// gtest parameter names: "fp32" rather than the enum's bytes
+void PrintTo(Precision p, std::ostream* os) { *os << precision_name(p); }
+
 namespace {
 
 // ---- a CPU backend that remembers the optimizer's and the working weights' views ----
@@ -407,9 +411,9 @@ TEST(LossScaler, Fp16AbsurdInitialScaleBacksOffAndTrainingRecovers) {
 
 // ======================= fp32 and bf16: the scale is fixed at 1 =======================
 
-class FixedScale : public ::testing::TestWithParam<Precision> {};
+class LossScalerFixedScale : public ::testing::TestWithParam<Precision> {};
 
-TEST_P(FixedScale, ScaleStaysOneAndANaNIsASkippedStep) {
+TEST_P(LossScalerFixedScale, ScaleStaysOneAndANaNIsASkippedStep) {
   // a configured initial scale is ignored when dynamic scaling is off
   LossScalerConfig config;
   config.init_scale = 1024.0f;
@@ -446,7 +450,7 @@ TrainOptions diverging_options(Precision precision, int steps, int log_every) {
   return o;
 }
 
-TEST_P(FixedScale, RunTrainingThrowsNamingTheDivergedStep) {
+TEST_P(LossScalerFixedScale, RunTrainingThrowsNamingTheDivergedStep) {
   auto backend = make_cpu_backend();
   std::ostringstream log;
   try {
@@ -472,7 +476,7 @@ TEST_P(FixedScale, RunTrainingThrowsNamingTheDivergedStep) {
 // When the loss goes non-finite after the last log point, the run must still not end as a
 // success: here step 0 is the only log point (log_every 10, 5 steps) and the weights blow up
 // at step 1.
-TEST_P(FixedScale, RunTrainingThrowsWhenDivergenceFollowsTheLastLogPoint) {
+TEST_P(LossScalerFixedScale, RunTrainingThrowsWhenDivergenceFollowsTheLastLogPoint) {
   auto backend = make_cpu_backend();
   std::ostringstream log;
   try {
@@ -485,7 +489,7 @@ TEST_P(FixedScale, RunTrainingThrowsWhenDivergenceFollowsTheLastLogPoint) {
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Precision, FixedScale, ::testing::Values(Precision::FP32, Precision::BF16),
+INSTANTIATE_TEST_SUITE_P(Precision, LossScalerFixedScale, ::testing::Values(Precision::FP32, Precision::BF16),
                          [](const ::testing::TestParamInfo<Precision>& info) {
                            return std::string(precision_name(info.param));
                          });
@@ -512,64 +516,71 @@ TEST(LossScalerCli, DivergedTrainingPrintsOneLineNamingTheStep) {
 
 // Seed config (ModelConfig defaults: vocab 512, d_model 128, 4 heads, 2 layers, d_ff 2048,
 // post-norm ReLU), dropout 0, batch 16, seq 64, AdamW lr 1e-4, random tokens, 100 steps, from
-// the same initial weights in fp32, bf16 and fp16 (dynamic scaling as `tinytrain train` sets
-// it). The per-step mean loss of each 16-bit run must stay within u x loss of fp32's:
-// - each token's loss moves by sum_v (softmax - onehot)_v dz_v with dz the logits' error;
-//   |softmax - onehot|_1 <= 2 and the logits stay within a few u of their size (~1 here), so a
-//   token's loss moves by a few u at most, and that is the worst case for the mean too;
-// - but the errors of 1024 tokens are mostly independent roundings, so the mean's error is
-//   of order u/sqrt(1024)... (a few hundredths of u), plus a shared part from the rounded
-//   working weights; and lr 1e-4 for 100 steps moves weights by <= 1e-2, so the trajectories
-//   separate only slowly.
-// u x loss (the tolerance `verify` uses for a replayed loss) leaves a decade over that.
-TEST(MixedPrecisionTraining, SeedWorkloadLossCurvesStayWithinUTimesLossOfFp32) {
+// the same initial weights in fp32, bf16 and fp16 (fp16 with dynamic loss scaling, as
+// `tinytrain train` sets it). The band for the per-step mean loss is
+//   |loss_16 - loss_32| <= u x loss / 4   at every step:
+// - a token's loss moves by sum_v (softmax - onehot)_v dz_v with |softmax - onehot|_1 <= 2, so
+//   by at most twice its logits' error; the 16-bit logits sit within about 1 u of max|z|
+//   (~2.6 here, loss ~6.4) of fp32's, so a token's loss is off by up to ~0.4 u x loss
+//   (measured at step 0: max 0.38 (bf16) / 0.41 (fp16) u x loss, rms 0.13 u x loss);
+// - those errors are independent roundings from token to token, so the mean over N = 1024
+//   tokens carries rms / sqrt(N) ~ 0.004 u x loss (measured at step 0: 0.0038 / 0.0036);
+// - then the trajectories separate slowly (AdamW moves every weight by ~lr per step whatever
+//   the rounding): measured max over 100 steps ~0.025 u x loss for both types.
+// c = 1/4 is a decade above that, and below the ~0.5 u x loss a systematic error (every token
+// off the same way, e.g. biased rounding) would give without the averaging.
+std::vector<double> seed_workload_curve(Precision precision, int steps) {
   ModelConfig config;  // the seed config's defaults
   config.dropout = 0.0f;
   AdamWConfig opt;
   opt.lr = 1e-4;
-  const int B = 16, T = 64, steps = 100;
+  const int B = 16, T = 64;
   const uint64_t seed = 1337;
-  auto curve = [&](Precision precision) {
-    auto backend = make_cpu_backend();
-    LossScalerConfig scaler;
-    scaler.dynamic = precision == Precision::FP16;
-    Trainer trainer(*backend, config, opt, B, T, seed, precision, scaler);
-    trainer.load_params(init_params(trainer.model().layout(), seed).data());
-    std::vector<int32_t> x(B * T), y(B * T);
-    std::vector<double> losses;
-    const auto start = std::chrono::steady_clock::now();
-    for (int s = 0; s < steps; ++s) {
-      random_batch(seed, s, B, T, config.vocab_size, x.data(), y.data());
-      trainer.load_batch(x.data(), y.data(), s);
-      trainer.forward_backward();
-      losses.push_back(trainer.read_loss());
-      trainer.optimizer_step();
-    }
-    const LossScalerStatus st = trainer.scaler().read();
-    std::printf("[ seed     ] %s: %d steps in %.1f s, loss %.5f -> %.5f, skipped %d, scale %g\n",
-                precision_name(precision), steps,
-                std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), losses.front(),
-                losses.back(), st.skipped_steps, st.scale);
-    EXPECT_EQ(st.skipped_steps, 0) << precision_name(precision);
-    return losses;
-  };
-  const std::vector<double> fp32 = curve(Precision::FP32);
+  auto backend = make_cpu_backend();
+  LossScalerConfig scaler;
+  scaler.dynamic = precision == Precision::FP16;
+  Trainer trainer(*backend, config, opt, B, T, seed, precision, scaler);
+  trainer.load_params(init_params(trainer.model().layout(), seed).data());
+  std::vector<int32_t> x(B * T), y(B * T);
+  std::vector<double> losses;
+  const auto start = std::chrono::steady_clock::now();
+  for (int s = 0; s < steps; ++s) {
+    random_batch(seed, s, B, T, config.vocab_size, x.data(), y.data());
+    trainer.load_batch(x.data(), y.data(), s);
+    trainer.forward_backward();
+    losses.push_back(trainer.read_loss());
+    trainer.optimizer_step();
+  }
+  const LossScalerStatus st = trainer.scaler().read();
+  std::printf("[ seed     ] %s: %d steps in %.1f s, loss %.5f -> %.5f, skipped %d, scale %g\n",
+              precision_name(precision), steps,
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), losses.front(),
+              losses.back(), st.skipped_steps, st.scale);
+  EXPECT_EQ(st.skipped_steps, 0) << precision_name(precision);
+  return losses;
+}
+
+TEST(MixedPrecisionSeedWorkload, LossCurvesStayWithinAQuarterUTimesLossOfFp32) {
+  const int steps = 100;
+  const double c = 0.25;
+  const std::vector<double> fp32 = seed_workload_curve(Precision::FP32, steps);
   for (const test::HalfType& h : {test::kBf16, test::kFp16}) {
-    const std::vector<double> lp = curve(h.dtype == DType::BF16 ? Precision::BF16 : Precision::FP16);
+    SCOPED_TRACE(h.name);
+    const std::vector<double> lp =
+        seed_workload_curve(h.dtype == DType::BF16 ? Precision::BF16 : Precision::FP16, steps);
     double max_dev = 0.0, max_ratio = 0.0, sum_dev = 0.0;
     int worst = 0;
     for (int s = 0; s < steps; ++s) {
       const double dev = std::fabs(lp[s] - fp32[s]);
-      const double band = h.u * fp32[s];
-      EXPECT_LE(dev, band) << h.name << " step " << s << ": loss " << lp[s] << " vs fp32 " << fp32[s];
+      EXPECT_LE(dev, c * h.u * fp32[s]) << h.name << " step " << s << ": loss " << lp[s] << " vs fp32 " << fp32[s];
       sum_dev += dev;
       if (dev > max_dev) max_dev = dev, worst = s;
-      max_ratio = std::max(max_ratio, dev / band);
+      max_ratio = std::max(max_ratio, dev / (h.u * fp32[s]));
     }
-    std::printf("[ seed     ] %s vs fp32: max |dloss| %.3e at step %d (%.3f u x loss; band u x loss = %.3e), "
-                "mean |dloss| %.3e, step 0 |dloss| %.3e, last %.3e\n",
-                h.name, max_dev, worst, max_ratio, h.u * fp32[worst], sum_dev / steps, std::fabs(lp[0] - fp32[0]),
-                std::fabs(lp.back() - fp32.back()));
+    std::printf("[ seed     ] %s vs fp32: max |dloss| %.3e at step %d = %.4f u x loss (band %.2f u x loss = %.3e), "
+                "mean |dloss| %.3e, step 0 %.3e, last %.3e\n",
+                h.name, max_dev, worst, max_ratio, c, c * h.u * fp32[worst], sum_dev / steps,
+                std::fabs(lp[0] - fp32[0]), std::fabs(lp.back() - fp32.back()));
   }
 }
 

@@ -171,12 +171,15 @@ struct AttentionCase {
   float p;
 };
 
+void PrintTo(const AttentionCase& c, std::ostream* os);  // below: gtest's parameter names
+
 using AttentionParam = std::tuple<HalfType, AttentionCase>;
 
 std::string attention_name(const AttentionCase& c) {
   return "B" + std::to_string(c.B) + "_T" + std::to_string(c.T) + "_NH" + std::to_string(c.NH) + "_HS" +
          std::to_string(c.HS) + (c.causal ? "_causal" : "_full") + "_p" + std::to_string(static_cast<int>(c.p * 100));
 }
+void PrintTo(const AttentionCase& c, std::ostream* os) { *os << attention_name(c); }
 std::string attention_param_name(const ::testing::TestParamInfo<AttentionParam>& info) {
   return std::string(std::get<0>(info.param).name) + "_" + attention_name(std::get<1>(info.param));
 }

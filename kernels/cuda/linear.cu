@@ -1,6 +1,8 @@
 // Linear layer y = x W^T + b with PyTorch's weight layout (out_features, in_features),
 // forward and backward (CUDA): the three GEMMs through cuBLASLt (bias fused into the forward
-// GEMM's epilogue), the bias gradient by our own deterministic column-sum kernel.
+// GEMM's epilogue), the bias gradient by our own deterministic column-sum kernel. Activations
+// and working weights in fp32, bf16 or fp16 storage, parameter gradients in fp32 (see "Data
+// types" below).
 //
 // ---- Row-major tensors, column-major cuBLASLt ----
 // cuBLASLt reads matrices column-major. A row-major (r,c) matrix X with row stride c is, byte
@@ -38,6 +40,7 @@
 //   dweight     16-bit      CUDA_R_32F  -             CUBLAS_COMPUTE_32F, scale CUDA_R_32F (beta 1)
 //   all three   CUDA_R_32F  CUDA_R_32F  CUDA_R_32F    CUBLAS_COMPUTE_32F (_FAST_TF32 with --tf32)
 //
+// where 16-bit is CUDA_R_16BF for bf16 storage and CUDA_R_16F for fp16 storage.
 // All are rows of the supported-types table of cublasLtMatmul() in the cuBLAS documentation
 // (https://docs.nvidia.com/cuda/cublas/#cublasltmatmul): for computeType CUBLAS_COMPUTE_32F and
 // scaleType CUDA_R_32F, Atype = Btype = CUDA_R_16BF with Ctype = Dtype CUDA_R_16BF or
@@ -184,7 +187,8 @@ const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const vo
                              " n=" + std::to_string(n) + " k=" + std::to_string(k) +
                              " transa=" + std::to_string(transa) + " transb=" + std::to_string(transb) +
                              " alignment=" + std::to_string(alignment) + " A/B " + cuda_data_type_name(ab_type) +
-                             " C/D " + cuda_data_type_name(d_type) + " compute 32F");
+                             " C/D " + cuda_data_type_name(d_type) +
+                             (tf32 ? " compute 32F_FAST_TF32" : " compute 32F"));
   plan->algo = result.algo;
 
   const GemmPlan* ready = plan.get();
@@ -196,8 +200,8 @@ bool CudaBackend::matmul(int m, int n, int k, bool transa, bool transb, const vo
                          cudaDataType_t ab_type, void* D, cudaDataType_t d_type, const void* bias, float beta) {
   const int epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   const int alignment = std::min({pointer_alignment(A), pointer_alignment(B), pointer_alignment(D)});
-  const GemmKey key{m,         n,        k, transa ? 1 : 0, transb ? 1 : 0, epilogue,
-                    alignment, bias ? pointer_alignment(bias) : 0, static_cast<int>(ab_type), static_cast<int>(d_type)};
+  const GemmKey key{m, n, k, transa ? 1 : 0, transb ? 1 : 0, epilogue, alignment, bias ? pointer_alignment(bias) : 0,
+                    static_cast<int>(ab_type), static_cast<int>(d_type)};
   const GemmPlan* plan = gemm_plan(key, bias);
   if (!plan) return false;  // only for a bias epilogue; gemm_plan throws for a plain GEMM
   // The bias pointer differs per layer while the plan is shared: set it for this call (the
