@@ -12,6 +12,12 @@ void ArenaPlan::add(const std::string& name, DType dtype, Shape shape) {
   bytes_ = offset + static_cast<size_t>(shape.numel()) * dtype_size(dtype);
 }
 
+bool ArenaPlan::has(const std::string& name) const {
+  for (const Entry& e : entries_)
+    if (e.name == name) return true;
+  return false;
+}
+
 Arena::Arena(Backend& backend, ArenaPlan plan) : backend_(backend), plan_(std::move(plan)) {
   base_ = backend_.allocate(plan_.bytes());
 }

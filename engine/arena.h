@@ -19,6 +19,7 @@ class ArenaPlan {
     size_t offset;  // bytes from the start of the allocation, 64-byte aligned
   };
   void add(const std::string& name, DType dtype, Shape shape);
+  bool has(const std::string& name) const;
   const std::vector<Entry>& entries() const { return entries_; }
   size_t bytes() const { return bytes_; }
 

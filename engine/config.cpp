@@ -66,6 +66,22 @@ const char* activation_name(Activation act) { return act == Activation::Relu ? "
 
 const char* pos_embedding_name(PosEmbedding pos) { return pos == PosEmbedding::None ? "none" : "learned"; }
 
+const char* recompute_name(Recompute recompute) {
+  switch (recompute) {
+    case Recompute::None: return "none";
+    case Recompute::Ffn: return "ffn";
+    case Recompute::Layer: return "layer";
+  }
+  return "?";
+}
+
+Recompute parse_recompute(const std::string& name) {
+  if (name == "none") return Recompute::None;
+  if (name == "ffn") return Recompute::Ffn;
+  if (name == "layer") return Recompute::Layer;
+  throw InputError("invalid config: unknown recompute mode '" + name + "' (expected none, ffn or layer)");
+}
+
 const char* precision_name(Precision precision) {
   switch (precision) {
     case Precision::FP32: return "fp32";

@@ -16,6 +16,10 @@ struct InputError : std::runtime_error {
 
 enum class PosEmbedding { None, Learned };
 
+// --recompute: which activations backward recomputes instead of keeping them from forward.
+// ffn: the two (N, d_ff) feed-forward buffers; layer: everything but each layer's output.
+enum class Recompute { None, Ffn, Layer };
+
 // --precision: the storage type of activations, activation gradients and working weights.
 // Master weights, AdamW state and parameter gradients stay fp32 in every mode.
 enum class Precision { FP32, BF16, FP16 };
@@ -55,6 +59,8 @@ struct RunConfig {
 
 const char* activation_name(Activation act);
 const char* pos_embedding_name(PosEmbedding pos);
+const char* recompute_name(Recompute recompute);
+Recompute parse_recompute(const std::string& name);          // throws InputError
 const char* precision_name(Precision precision);
 DType activation_dtype(Precision precision);
 Precision parse_precision(const std::string& name);          // throws InputError

@@ -62,6 +62,8 @@ void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, st
   cmd->add_option("--eps", a.eps, "AdamW epsilon")->capture_default_str();
   cmd->add_option("--weight-decay", a.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
   cmd->add_option("--log-every", o.log_every, "log every N steps")->capture_default_str();
+  cmd->add_option("--grad-accum", o.grad_accum, "micro-batches per optimizer step (must divide --batch)")
+      ->capture_default_str();
   LossScalerConfig& s = o.loss_scaler;
   cmd->add_option("--loss-scale-init", s.init_scale, "fp16: initial loss scale")->capture_default_str();
   cmd->add_option("--loss-scale-growth", s.growth_factor, "fp16: scale growth factor")->capture_default_str();
@@ -76,13 +78,15 @@ void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, st
 int main(int argc, char** argv) {
   CLI::App app{"tinytrain: a from-scratch Transformer training engine (CPU and CUDA)"};
   app.require_subcommand(1);
-  std::string backend_choice = "auto", attention = "ours", precision = "fp32";
+  std::string backend_choice = "auto", attention = "ours", precision = "fp32", recompute = "none";
   int threads = 0;
   GpuOptions gpu;
   auto add_common = [&](CLI::App* cmd) {
     cmd->add_option("--backend", backend_choice, "auto | cpu | cuda")->capture_default_str();
     cmd->add_option("--threads", threads, "CPU threads for the CPU backend (0: all cores)")->capture_default_str();
     cmd->add_flag("--tf32", gpu.tf32, "CUDA: allow TF32 tensor-core GEMMs (off: exact fp32)");
+    cmd->add_option("--recompute", recompute, "none | ffn | layer: activations backward recomputes")
+        ->capture_default_str();
     cmd->add_option("--precision", precision, "fp32 | bf16 | fp16: storage of activations and working weights")
         ->capture_default_str();
     cmd->add_option("--attention", attention, "CUDA attention: ours | cudnn (cuDNN fused, where it supports the case)")
@@ -136,6 +140,10 @@ int main(int argc, char** argv) {
       train.optimizer.validate();
       train.run.validate(train.model);
       train.precision = chosen_precision;
+      train.recompute = parse_recompute(recompute);
+      if (train.grad_accum <= 0 || train.run.batch % train.grad_accum != 0)
+        throw InputError("invalid config: --grad-accum (" + std::to_string(train.grad_accum) +
+                         ") must be positive and divide --batch (" + std::to_string(train.run.batch) + ")");
       validate_loss_scaler(train.loss_scaler);
       if (train.log_every <= 0)
         throw InputError("invalid config: --log-every must be positive, got " + std::to_string(train.log_every));

@@ -13,7 +13,25 @@ namespace {
 
 std::string layer_name(int l, const char* what) { return "layers." + std::to_string(l) + "." + what; }
 
-ArenaPlan plan_weights(const ParamLayout& layout, DType act) {
+// Names of one layer's activation buffers, in the order forward writes them.
+const char* const kLayerBuffers[] = {"ln1", "ln1_mean", "ln1_rstd", "qkv", "probs", "att", "res1",
+                                     "ln2", "ln2_mean", "ln2_rstd", "h_pre", "h", "res2"};
+
+// The layer's output, which the next layer reads: norm2's output (post-norm) or the second
+// residual sum (pre-norm). Recompute never drops it.
+const char* layer_output_buffer(const ModelConfig& c) { return c.norm_first ? "res2" : "ln2"; }
+
+// The arena entry a layer's buffer lives in. Buffers that backward recomputes are shared by
+// all layers ("shared.*"): each layer recomputes them just before its own backward.
+std::string buffer_name(const ModelConfig& c, Recompute recompute, int l, const std::string& what) {
+  const bool shared = (recompute == Recompute::Ffn && (what == "h_pre" || what == "h")) ||
+                      (recompute == Recompute::Layer && what != layer_output_buffer(c));
+  return shared ? "shared." + what : layer_name(l, what.c_str());
+}
+
+}  // namespace
+
+ArenaPlan Model::plan_weights(const ParamLayout& layout, DType act) {
   ArenaPlan plan;
   plan.add("params", DType::F32, {layout.total()});
   plan.add("grads", DType::F32, {layout.total()});
@@ -22,24 +40,25 @@ ArenaPlan plan_weights(const ParamLayout& layout, DType act) {
 }
 
 // Every activation buffer one training step needs, named, in the order they are written.
-ArenaPlan plan_activations(const ModelConfig& c, int B, int T, DType act) {
+ArenaPlan Model::plan_activations(const ModelConfig& c, int B, int T, DType act, Recompute recompute) {
   const int64_t N = static_cast<int64_t>(B) * T, C = c.d_model, F = c.d_ff, V = c.vocab_size, NH = c.n_head;
+  auto shape_of = [&](const std::string& what) -> std::pair<DType, Shape> {
+    if (what == "ln1_mean" || what == "ln1_rstd" || what == "ln2_mean" || what == "ln2_rstd")
+      return {DType::F32, Shape{N}};
+    if (what == "qkv") return {act, Shape{N, 3 * C}};
+    if (what == "probs") return {act, Shape{B, NH, T, T}};
+    if (what == "h_pre" || what == "h") return {act, Shape{N, F}};
+    return {act, Shape{N, C}};
+  };
   ArenaPlan plan;
   plan.add("embedded", act, {N, C});
   for (int l = 0; l < c.n_layer; ++l) {
-    plan.add(layer_name(l, "ln1"), act, {N, C});
-    plan.add(layer_name(l, "ln1_mean"), DType::F32, {N});
-    plan.add(layer_name(l, "ln1_rstd"), DType::F32, {N});
-    plan.add(layer_name(l, "qkv"), act, {N, 3 * C});
-    plan.add(layer_name(l, "probs"), act, {B, NH, T, T});
-    plan.add(layer_name(l, "att"), act, {N, C});
-    plan.add(layer_name(l, "res1"), act, {N, C});
-    plan.add(layer_name(l, "ln2"), act, {N, C});
-    plan.add(layer_name(l, "ln2_mean"), DType::F32, {N});
-    plan.add(layer_name(l, "ln2_rstd"), DType::F32, {N});
-    plan.add(layer_name(l, "h_pre"), act, {N, F});
-    plan.add(layer_name(l, "h"), act, {N, F});
-    plan.add(layer_name(l, "res2"), act, {N, C});
+    for (const char* what : kLayerBuffers) {
+      const std::string name = buffer_name(c, recompute, l, what);
+      if (plan.has(name)) continue;
+      const auto [dtype, shape] = shape_of(what);
+      plan.add(name, dtype, shape);
+    }
   }
   if (c.norm_first) {
     plan.add("final_norm", act, {N, C});
@@ -47,7 +66,6 @@ ArenaPlan plan_activations(const ModelConfig& c, int B, int T, DType act) {
     plan.add("final_rstd", DType::F32, {N});
   }
   plan.add("logits", act, {N, V});
-  plan.add("losses", DType::F32, {N});
   for (const char* name : {"d_scratch1", "d_scratch2", "d_scratch3", "d_residual"}) plan.add(name, act, {N, C});
   plan.add("d_qkv", act, {N, 3 * C});
   plan.add("d_probs", act, {B, NH, T, T});
@@ -55,17 +73,16 @@ ArenaPlan plan_activations(const ModelConfig& c, int B, int T, DType act) {
   return plan;
 }
 
-}  // namespace
-
-Model::Model(Backend& backend, const ModelConfig& config, int B, int T, DType act_dtype)
+Model::Model(Backend& backend, const ModelConfig& config, int B, int T, DType act_dtype, Recompute recompute)
     : backend_(backend),
       config_(config),
       B_(B),
       T_(T),
       act_dtype_(act_dtype),
+      recompute_(recompute),
       layout_(config),
       weights_plan_(plan_weights(layout_, act_dtype)),
-      activations_plan_(plan_activations(config, B, T, act_dtype)),
+      activations_plan_(plan_activations(config, B, T, act_dtype, recompute)),
       weights_(backend, weights_plan_),
       activations_(backend, activations_plan_) {
   params_flat_ = weights_.get("params");
@@ -76,7 +93,7 @@ Model::Model(Backend& backend, const ModelConfig& config, int B, int T, DType ac
   auto a = [&](const std::string& name) { return activations_.get(name); };
   embedded_ = a("embedded");
   for (int l = 0; l < config_.n_layer; ++l) {
-    auto al = [&](const char* what) { return a(layer_name(l, what)); };
+    auto al = [&](const char* what) { return a(buffer_name(config_, recompute_, l, what)); };
     layers_.push_back({al("ln1"), al("ln1_mean"), al("ln1_rstd"), al("qkv"), al("probs"), al("att"), al("res1"),
                        al("ln2"), al("ln2_mean"), al("ln2_rstd"), al("h_pre"), al("h"), al("res2")});
   }
@@ -86,7 +103,6 @@ Model::Model(Backend& backend, const ModelConfig& config, int B, int T, DType ac
     final_rstd_ = a("final_rstd");
   }
   logits_ = a("logits");
-  losses_ = a("losses");
   d_scratch1_ = a("d_scratch1");
   d_scratch2_ = a("d_scratch2");
   d_scratch3_ = a("d_scratch3");
@@ -101,7 +117,13 @@ void Model::refresh_working_weights() {
 }
 
 DropoutMask Model::dropout(const DropoutContext& ctx, int layer, DropoutSite site) const {
-  return DropoutMask{config_.dropout, ctx.seed, ctx.step, static_cast<uint32_t>(layer), site};
+  // Elements of one sequence under each site's mask: a micro-batch starting at sequence
+  // first_row starts that many sequences into the full batch's mask.
+  const int64_t per_sequence = site == DropoutSite::AttentionWeights ? static_cast<int64_t>(config_.n_head) * T_ * T_
+                               : site == DropoutSite::FfnHidden      ? static_cast<int64_t>(T_) * config_.d_ff
+                                                                     : static_cast<int64_t>(T_) * config_.d_model;
+  return DropoutMask{config_.dropout, ctx.seed, ctx.step, static_cast<uint32_t>(layer), site,
+                     static_cast<uint64_t>(ctx.first_row * per_sequence)};
 }
 
 AttentionShape Model::attention_shape() const {
@@ -144,20 +166,16 @@ void Model::layer_forward(int l, const DropoutContext& ctx) {
   backend_.dropout_forward(branch, branch, dropout(ctx, l, DropoutSite::AttentionOutput));
   backend_.residual_forward(a.res1, x, branch);
 
-  // feed-forward block
-  Tensor ff_in, ff_residual;
+  // feed-forward block: the norm between the blocks, then FF on its output
+  Tensor ff_residual;
   if (config_.norm_first) {
     backend_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, w.norm2_weight, w.norm2_bias, eps);
-    ff_in = a.ln2;
     ff_residual = a.res1;
   } else {
     backend_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.res1, w.norm1_weight, w.norm1_bias, eps);
-    ff_in = a.ln1;
     ff_residual = a.ln1;
   }
-  backend_.linear_forward(a.h_pre, ff_in, w.linear1_weight, w.linear1_bias);
-  backend_.activation_forward(a.h, a.h_pre, config_.activation);
-  backend_.dropout_forward(a.h, a.h, dropout(ctx, l, DropoutSite::FfnHidden));
+  ffn_hidden_forward(l, ctx);
   backend_.linear_forward(branch, a.h, w.linear2_weight, w.linear2_bias);
   backend_.dropout_forward(branch, branch, dropout(ctx, l, DropoutSite::FfnOutput));
   backend_.residual_forward(a.res2, ff_residual, branch);
@@ -165,9 +183,19 @@ void Model::layer_forward(int l, const DropoutContext& ctx) {
     backend_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.norm2_weight, w.norm2_bias, eps);
 }
 
-void Model::backward(Tensor tokens, Tensor targets, Tensor dloss_scale, const DropoutContext& ctx) {
+void Model::ffn_hidden_forward(int l, const DropoutContext& ctx) {
+  const LayerParams& w = p_.layers[l];
+  const LayerActs& a = layers_[l];
+  const Tensor ff_in = config_.norm_first ? a.ln2 : a.ln1;
+  backend_.linear_forward(a.h_pre, ff_in, w.linear1_weight, w.linear1_bias);
+  backend_.activation_forward(a.h, a.h_pre, config_.activation);
+  backend_.dropout_forward(a.h, a.h, dropout(ctx, l, DropoutSite::FfnHidden));
+}
+
+void Model::backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_scale, int64_t mean_over,
+                     const DropoutContext& ctx) {
   // logits -> dlogits in place; losses per token for the log
-  backend_.cross_entropy_forward_backward(losses_, logits_, logits_, targets, dloss_scale);
+  backend_.cross_entropy_forward_backward(losses, logits_, logits_, targets, dloss_scale, mean_over);
   Tensor d = d_residual_;  // (N,C) the gradient flowing down the residual stream
   backend_.linear_backward(d, g_.lm_head_weight, g_.lm_head_bias, logits_, head_input(), p_.lm_head_weight);
   if (config_.norm_first) {
@@ -180,6 +208,10 @@ void Model::backward(Tensor tokens, Tensor targets, Tensor dloss_scale, const Dr
 
 // d (N,C): in, the gradient of the layer output; out, the gradient of the layer input.
 void Model::layer_backward(int l, Tensor d, const DropoutContext& ctx) {
+  // Recompute what forward did not keep: the same ops on the same inputs with the same
+  // dropout masks, so the values (and the gradients below) are bit-identical to keeping them.
+  if (recompute_ == Recompute::Layer) layer_forward(l, ctx);
+  if (recompute_ == Recompute::Ffn) ffn_hidden_forward(l, ctx);
   const LayerParams& w = p_.layers[l];
   const LayerParams& g = g_.layers[l];
   const LayerActs& a = layers_[l];

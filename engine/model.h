@@ -16,13 +16,20 @@ namespace tt {
 struct DropoutContext {
   uint64_t seed;
   const uint32_t* step;  // the training step, in backend memory (see DropoutMask)
+  int first_row = 0;     // this micro-batch's first sequence in the full batch: its masks are
+                         // the ones those rows have when the whole batch runs at once
 };
 
 class Model {
  public:
   // Plans and allocates parameters, gradients and activations for batches of B x T tokens;
   // activations, their gradients and the working weights are stored as `act_dtype`.
-  Model(Backend& backend, const ModelConfig& config, int B, int T, DType act_dtype = DType::F32);
+  Model(Backend& backend, const ModelConfig& config, int B, int T, DType act_dtype = DType::F32,
+        Recompute recompute = Recompute::None);
+
+  // The planned buffers, before anything is allocated (what `tinytrain plan` prints).
+  static ArenaPlan plan_weights(const ParamLayout& layout, DType act_dtype);
+  static ArenaPlan plan_activations(const ModelConfig& config, int B, int T, DType act_dtype, Recompute recompute);
 
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
@@ -33,15 +40,16 @@ class Model {
   // themselves in fp32): call after the masters change.
   void refresh_working_weights();
   Tensor logits() const { return logits_; }       // (B,T,V) after forward; dlogits after backward
-  Tensor losses() const { return losses_; }       // (B*T) per-token loss after backward
   size_t bytes() const { return weights_.bytes() + activations_.bytes(); }
 
   // tokens (B,T) int32 on the backend -> logits (B,T,V)
   void forward(Tensor tokens, const DropoutContext& ctx);
-  // targets (B,T) int32: fused softmax + cross-entropy (mean over B*T; its gradient times
-  // dloss_scale (1) F32, the loss scale, read from backend memory) and the backward pass;
-  // gradients ACCUMULATE into grads(). Needs the forward just before.
-  void backward(Tensor tokens, Tensor targets, Tensor dloss_scale, const DropoutContext& ctx);
+  // targets (B,T) int32 -> losses (B,T) F32 per token: fused softmax + cross-entropy, whose
+  // gradient is dloss_scale (1) F32 (the loss scale, read from backend memory) / mean_over
+  // (the tokens of the whole batch: B*T, or K*B*T for K accumulated micro-batches); then the
+  // backward pass. Gradients ACCUMULATE into grads(). Needs the forward just before.
+  void backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_scale, int64_t mean_over,
+                const DropoutContext& ctx);
 
  private:
   // Saved activations of one encoder layer; "ln1"/"ln2" are the outputs of norm1/norm2.
@@ -60,6 +68,7 @@ class Model {
   Tensor layer_output(int l) const;  // (N,C) what layer l writes
   Tensor head_input() const;         // (N,C) what lm_head reads
   void layer_forward(int l, const DropoutContext& ctx);
+  void ffn_hidden_forward(int l, const DropoutContext& ctx);  // h_pre = linear1(ff_in); h = dropout(act(h_pre))
   void layer_backward(int l, Tensor dout, const DropoutContext& ctx);  // dout (N,C) in, d(layer input) out
   DropoutMask dropout(const DropoutContext& ctx, int layer, DropoutSite site) const;
   AttentionShape attention_shape() const;
@@ -68,6 +77,7 @@ class Model {
   ModelConfig config_;
   int B_, T_;
   DType act_dtype_;
+  Recompute recompute_;
   ParamLayout layout_;
   ArenaPlan weights_plan_, activations_plan_;
   Arena weights_, activations_;  // weights: parameters and gradients; activations: saved + scratch
@@ -78,7 +88,6 @@ class Model {
   std::vector<LayerActs> layers_;
   Tensor final_norm_, final_mean_, final_rstd_;  // (N,C), (N), (N) encoder.norm, pre-norm only
   Tensor logits_;                   // (N,V), overwritten by dlogits in backward
-  Tensor losses_;                   // (N)
   // Backward scratch, shared by all layers.
   Tensor d_scratch1_, d_scratch2_, d_scratch3_, d_residual_;  // (N,C)
   Tensor d_qkv_;    // (N,3C)

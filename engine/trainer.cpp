@@ -12,28 +12,27 @@
 
 namespace tt {
 
-namespace {
-
-ArenaPlan plan_batch(int B, int T) {
+ArenaPlan Trainer::plan_batch(int B, int T) {
   ArenaPlan plan;
   plan.add("x", DType::I32, {B, T});
   plan.add("y", DType::I32, {B, T});
   plan.add("step", DType::I32, {1});
+  plan.add("losses", DType::F32, {B, T});
   return plan;
 }
 
-}  // namespace
-
 Trainer::Trainer(Backend& backend, const ModelConfig& model, const AdamWConfig& optimizer, int B, int T,
-                 uint64_t seed, Precision precision, const LossScalerConfig& scaler)
+                 uint64_t seed, Precision precision, const LossScalerConfig& scaler, Recompute recompute,
+                 int grad_accum)
     : backend_(backend),
-      model_(backend, model, B, T, activation_dtype(precision)),
+      model_(backend, model, B / grad_accum, T, activation_dtype(precision), recompute),
       optimizer_(backend, optimizer, model_.layout().total()),
       scaler_(backend, scaler),
       batch_(backend, plan_batch(B, T)),
       seed_(seed),
       B_(B),
-      T_(T) {}
+      T_(T),
+      grad_accum_(grad_accum) {}
 
 void Trainer::load_params(const float* host) {
   backend_.copy_to_device(model_.params().data, host, model_.params().bytes());
@@ -50,16 +49,29 @@ void Trainer::load_batch(const int32_t* x, const int32_t* y, uint32_t step) {
   backend_.copy_to_device(batch_.get("step").data, &step, sizeof(step));
 }
 
-DropoutContext Trainer::dropout_context() const {
-  return DropoutContext{seed_, static_cast<const uint32_t*>(batch_.get("step").data)};
+DropoutContext Trainer::dropout_context(int micro_batch) const {
+  return DropoutContext{seed_, static_cast<const uint32_t*>(batch_.get("step").data), micro_batch * (B_ / grad_accum_)};
 }
 
-void Trainer::forward() { model_.forward(batch_.get("x"), dropout_context()); }
+// Sequences [m B/K, (m+1) B/K) of a (B,T) batch tensor: contiguous rows.
+Tensor Trainer::micro_batch_rows(const char* name, int micro_batch) const {
+  const Tensor whole = batch_.get(name);
+  const int rows = B_ / grad_accum_;
+  const size_t offset = static_cast<size_t>(micro_batch) * rows * T_ * dtype_size(whole.dtype);
+  return Tensor{static_cast<char*>(whole.data) + offset, whole.dtype, Shape{rows, T_}};
+}
+
+void Trainer::forward() { model_.forward(micro_batch_rows("x", 0), dropout_context(0)); }
 
 void Trainer::forward_backward() {
   backend_.fill_zero(model_.grads());
-  model_.forward(batch_.get("x"), dropout_context());
-  model_.backward(batch_.get("x"), batch_.get("y"), scaler_.scale(), dropout_context());
+  const int64_t batch_tokens = static_cast<int64_t>(B_) * T_;
+  for (int m = 0; m < grad_accum_; ++m) {
+    const Tensor x = micro_batch_rows("x", m);
+    model_.forward(x, dropout_context(m));
+    model_.backward(x, micro_batch_rows("y", m), micro_batch_rows("losses", m), scaler_.scale(), batch_tokens,
+                    dropout_context(m));
+  }
 }
 
 void Trainer::optimizer_step() {
@@ -88,7 +100,7 @@ void Trainer::train_step(bool use_graph) {
 }
 
 double Trainer::read_loss() {
-  const Tensor losses = model_.losses();
+  const Tensor losses = batch_.get("losses");
   std::vector<float> host(losses.numel());
   backend_.copy_to_host(host.data(), losses.data, losses.bytes());
   double sum = 0.0;
@@ -100,7 +112,7 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
   const int B = o.run.batch, T = o.run.seq;
   LossScalerConfig scaler = o.loss_scaler;
   scaler.dynamic = o.precision == Precision::FP16;
-  Trainer trainer(backend, o.model, o.optimizer, B, T, o.run.seed, o.precision, scaler);
+  Trainer trainer(backend, o.model, o.optimizer, B, T, o.run.seed, o.precision, scaler, o.recompute, o.grad_accum);
   trainer.load_params(init_params(trainer.model().layout(), o.run.seed).data());
   std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
   const double alloc_mb = static_cast<double>(trainer.bytes()) / (1024.0 * 1024.0);

@@ -108,13 +108,15 @@ class Backend {
   virtual void residual_forward(Tensor out, Tensor a, Tensor b) = 0;
   // residual backward is a copy of the gradient to both inputs: the engine reuses views.
 
-  // ---- fused softmax + cross-entropy, mean over the N tokens ----
+  // ---- fused softmax + cross-entropy: the loss is the mean over mean_over tokens ----
   // logits (N,V), targets (N) int32, dloss_scale (1) F32 -> losses (N) F32 per-token loss,
   // computed in fp32; and, when dlogits has data, dlogits (N,V) = (softmax(logits) -
-  // onehot(target)) * dloss_scale / N. dlogits may alias logits: no probability tensor is kept.
-  // dloss_scale is read from backend memory: the loss scaler's current scale.
+  // onehot(target)) * dloss_scale / mean_over. mean_over is N for one batch, and the whole
+  // batch's tokens when these N rows are one of several accumulated micro-batches. dlogits may
+  // alias logits: no probability tensor is kept. dloss_scale is read from backend memory: the
+  // loss scaler's current scale.
   virtual void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
-                                              Tensor dloss_scale) = 0;
+                                              Tensor dloss_scale, int64_t mean_over) = 0;
 
   // ---- precision ----
   // src (n) -> dst (n), any float dtypes: rounds to nearest even when narrowing (working

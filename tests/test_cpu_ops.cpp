@@ -651,7 +651,7 @@ TEST_F(CpuOps, CrossEntropyMatchesDoubleReference) {
     const int N = c.N, V = c.V;
     std::vector<float> losses = nan_filled(N), dlogits = nan_filled(N * V);
     backend->cross_entropy_forward_backward(f32_view(losses, {N}), f32_view(dlogits, {N, V}),
-                                            f32_view(in.logits, {N, V}), i32_view(in.targets, {N}), scalar_f32(c.dloss_scale));
+                                            f32_view(in.logits, {N, V}), i32_view(in.targets, {N}), scalar_f32(c.dloss_scale), N);
     const std::vector<double> z = to_double(in.logits);
     char label[96];
     std::snprintf(label, sizeof label, "N%d V%d offset %g scale %g", N, V, c.offset, c.dloss_scale);
@@ -663,13 +663,13 @@ TEST_F(CpuOps, CrossEntropyMatchesDoubleReference) {
     // without dlogits only the losses are written, with the same bits
     std::vector<float> losses2 = nan_filled(N);
     backend->cross_entropy_forward_backward(f32_view(losses2, {N}), null_f32(), f32_view(in.logits, {N, V}),
-                                            i32_view(in.targets, {N}), scalar_f32(c.dloss_scale));
+                                            i32_view(in.targets, {N}), scalar_f32(c.dloss_scale), N);
     expect_bitwise_equal(std::string("cross-entropy losses without dlogits ") + label, losses2, losses);
 
     // dlogits may alias logits
     std::vector<float> alias = in.logits, losses3 = nan_filled(N);
     backend->cross_entropy_forward_backward(f32_view(losses3, {N}), f32_view(alias, {N, V}), f32_view(alias, {N, V}),
-                                            i32_view(in.targets, {N}), scalar_f32(c.dloss_scale));
+                                            i32_view(in.targets, {N}), scalar_f32(c.dloss_scale), N);
     expect_bitwise_equal(std::string("cross-entropy dlogits aliasing logits ") + label, alias, dlogits);
     expect_bitwise_equal(std::string("cross-entropy losses, aliased call ") + label, losses3, losses);
   }
@@ -679,9 +679,9 @@ TEST_F(CpuOps, CrossEntropyLossScaleByPowerOfTwoIsExact) {
   CrossEntropyInputs in = cross_entropy_inputs(7, 19, 72);
   std::vector<float> losses(7), d1(7 * 19), d1024(7 * 19);
   backend->cross_entropy_forward_backward(f32_view(losses, {7}), f32_view(d1, {7, 19}), f32_view(in.logits, {7, 19}),
-                                          i32_view(in.targets, {7}), scalar_f32(1.0f));
+                                          i32_view(in.targets, {7}), scalar_f32(1.0f), 7);
   backend->cross_entropy_forward_backward(f32_view(losses, {7}), f32_view(d1024, {7, 19}),
-                                          f32_view(in.logits, {7, 19}), i32_view(in.targets, {7}), scalar_f32(1024.0f));
+                                          f32_view(in.logits, {7, 19}), i32_view(in.targets, {7}), scalar_f32(1024.0f), 7);
   for (float& g : d1) g *= 1024.0f;  // scaling by 2^10 commutes with every rounding
   expect_bitwise_equal("cross-entropy dlogits at scale 1024", d1024, d1);
 }
@@ -692,7 +692,7 @@ TEST_F(CpuOps, CrossEntropyGradientMatchesFiniteDifferencesOfMeanLoss) {
     const int N = in.N, V = in.V;
     std::vector<float> losses(N), dlogits = nan_filled(N * V);
     backend->cross_entropy_forward_backward(f32_view(losses, {N}), f32_view(dlogits, {N, V}),
-                                            f32_view(in.logits, {N, V}), i32_view(in.targets, {N}), scalar_f32(dloss_scale));
+                                            f32_view(in.logits, {N, V}), i32_view(in.targets, {N}), scalar_f32(dloss_scale), N);
     // dlogits is the gradient of dloss_scale * mean_n loss_n
     auto dz_fd = central_diff(
         [&](const std::vector<double>& z) {

@@ -583,7 +583,7 @@ std::vector<CaseSpec> cross_entropy_cases(DType act = DType::F32) {
                                                                         : logits;
                        const int scale = c.inout_f32("dloss_scale", {1}, {p.dloss_scale}, -1.0);
                        c.run = [=](Backend& be, const std::vector<Tensor>& v) {
-                         be.cross_entropy_forward_backward(v[losses], v[dlogits], v[logits], v[targets], v[scale]);
+                         be.cross_entropy_forward_backward(v[losses], v[dlogits], v[logits], v[targets], v[scale], p.N);
                        };
                        return c;
                      }});

@@ -28,9 +28,12 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
+#include <cstdio>
 #include <memory>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "kernels/common/philox.h"
@@ -465,9 +468,9 @@ TEST_P(MixedPrecisionOps, CrossEntropyLossesEqualFp32AndDlogitsAreRounded) {
     std::vector<float> losses32 = nan_filled(N), losses16 = nan_filled(N), dz32 = nan_filled(N * V);
     HalfBuffer dz16 = half_nan(dt(), N * V);
     backend->cross_entropy_forward_backward(f32_view(losses32, {N}), f32_view(dz32, {N, V}), f32_view(z, {N, V}),
-                                            i32_view(y, {N}), scalar_f32(k.dloss_scale));
+                                            i32_view(y, {N}), scalar_f32(k.dloss_scale), N);
     backend->cross_entropy_forward_backward(f32_view(losses16, {N}), dz16.view({N, V}), z16.view({N, V}),
-                                            i32_view(y, {N}), scalar_f32(k.dloss_scale));
+                                            i32_view(y, {N}), scalar_f32(k.dloss_scale), N);
     expect_bitwise_equal(std::string(h().name) + " cross-entropy losses (F32)" + label, losses16, losses32);
     expect_stored_rounding(std::string("cross-entropy dlogits") + label, dz16, dz32, h());
 
@@ -475,7 +478,7 @@ TEST_P(MixedPrecisionOps, CrossEntropyLossesEqualFp32AndDlogitsAreRounded) {
     HalfBuffer alias = z16;
     std::vector<float> losses_alias = nan_filled(N);
     backend->cross_entropy_forward_backward(f32_view(losses_alias, {N}), alias.view({N, V}), alias.view({N, V}),
-                                            i32_view(y, {N}), scalar_f32(k.dloss_scale));
+                                            i32_view(y, {N}), scalar_f32(k.dloss_scale), N);
     EXPECT_EQ(alias.bits, dz16.bits) << h().name << " cross-entropy dlogits aliasing logits" << label;
     expect_bitwise_equal(std::string(h().name) + " cross-entropy losses, aliased call" + label, losses_alias,
                          losses32);

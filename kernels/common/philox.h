@@ -58,6 +58,9 @@ struct DropoutMask {
   const uint32_t* step;  // backend memory
   uint32_t layer;
   DropoutSite site;
+  // Added to every element index: a micro-batch that holds rows [r, r + n) of the full batch
+  // draws the masks those rows have in the full batch (gradient accumulation).
+  uint64_t index_offset = 0;
 
   TT_HD DropoutKey key() const { return DropoutKey{seed, *step, layer, site}; }
 };

@@ -64,7 +64,7 @@ void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const A
 
         float* orow = o + (static_cast<int64_t>(b) * T + t) * C + h * HS;
         for (int d = 0; d < HS; ++d) orow[d] = 0.0f;
-        if (p > 0.0f) dropout_scales(key, row, visible, p, mask.data());
+        if (p > 0.0f) dropout_scales(key, dropout.index_offset + row, visible, p, mask.data());
         for (int t2 = 0; t2 < visible; ++t2) {
           const float w = prow[t2] * mask[t2];
           const float* v = x + at.v(b, t2, h);
@@ -107,7 +107,7 @@ void CpuBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Ten
         // out_t = sum_t2 m[t2] P[t2] v_t2, with m the dropout scale:
         // dv_t2 += m P dout_t, and dP[t2] = m (dout_t . v_t2)
         float dot_pdp = 0.0f;  // sum_t2 P[t2] dP[t2], for the softmax backward
-        if (p > 0.0f) dropout_scales(key, row, visible, p, mask.data());
+        if (p > 0.0f) dropout_scales(key, dropout.index_offset + row, visible, p, mask.data());
         for (int t2 = 0; t2 < visible; ++t2) {
           const float m = mask[t2];
           const float* v = x + at.v(b, t2, h);

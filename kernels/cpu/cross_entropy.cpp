@@ -7,16 +7,16 @@
 
 namespace tt {
 
-// logits (N,V), targets (N) -> losses (N); dlogits (N,V) = (softmax - onehot) * dloss_scale / N
+// logits (N,V), targets (N) -> losses (N); dlogits (N,V) = (softmax - onehot) * dloss_scale / mean_over
 void CpuBackend::cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
-                                                Tensor dloss_scale) {
+                                                Tensor dloss_scale, int64_t mean_over) {
   Fp32Scope fp32({&dlogits, &logits});  // bf16/fp16 storage: see storage.h
   const int N = logits.shape[0], V = logits.shape[1];
   const float* z = logits.f32();
   const int32_t* y = targets.i32();
   float* loss = losses.f32();
   float* dz = dlogits.data ? dlogits.f32() : nullptr;
-  const float grad_scale = *dloss_scale.f32() / N;
+  const float grad_scale = *dloss_scale.f32() / static_cast<float>(mean_over);
 #pragma omp parallel for
   for (int n = 0; n < N; ++n) {
     const float* zr = z + static_cast<int64_t>(n) * V;

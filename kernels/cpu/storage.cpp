@@ -16,7 +16,9 @@ Fp32Scope::Fp32Scope(std::initializer_list<Tensor*> tensors) {
       std::vector<float>& v = copy->values;
       dispatch_float(t->dtype, [&](auto storage_type) {
         const auto* x = t->as<decltype(storage_type)>();
-        for (size_t i = 0; i < v.size(); ++i) v[i] = to_float(x[i]);
+        const int64_t n = static_cast<int64_t>(v.size());
+#pragma omp parallel for
+        for (int64_t i = 0; i < n; ++i) v[i] = to_float(x[i]);
       });
     }
     t->data = copy->values.data();
@@ -26,13 +28,16 @@ Fp32Scope::Fp32Scope(std::initializer_list<Tensor*> tensors) {
 
 Fp32Scope::~Fp32Scope() {
   for (Copy& c : copies_) {
-    const std::vector<float>& v = c.values;
+    const float* v = c.values.data();
+    const int64_t n = static_cast<int64_t>(c.values.size());
     if (c.dtype == DType::BF16) {
       bf16* y = static_cast<bf16*>(c.storage);
-      for (size_t i = 0; i < v.size(); ++i) y[i] = float_to_bf16(v[i]);
+#pragma omp parallel for
+      for (int64_t i = 0; i < n; ++i) y[i] = float_to_bf16(v[i]);
     } else {
       f16* y = static_cast<f16*>(c.storage);
-      for (size_t i = 0; i < v.size(); ++i) y[i] = float_to_f16(v[i]);
+#pragma omp parallel for
+      for (int64_t i = 0; i < n; ++i) y[i] = float_to_f16(v[i]);
     }
   }
 }

@@ -214,7 +214,7 @@ __global__ void __launch_bounds__(kThreads)
       if (tile < r.visible) {  // warp-uniform: the whole warp shuffles below
         const int t2 = tile + r.lane;
         float w = t2 < r.visible ? prow[t2] : 0.0f;  // written by this lane in pass 2 (tile % 32 == 0)
-        if (p > 0.0f) w *= warp_dropout_factor(key, static_cast<uint64_t>(prob_row + tile), p, keep_scale, r.lane);
+        if (p > 0.0f) w *= warp_dropout_factor(key, dropout.index_offset + static_cast<uint64_t>(prob_row + tile), p, keep_scale, r.lane);
         const int keys = min(kTile, r.visible - tile);
         for (int j = 0; j < keys; ++j) {
           const float wj = __shfl_sync(kFullMask, w, j);
@@ -287,7 +287,7 @@ __global__ void __launch_bounds__(kThreads)
     if (tile < r.visible) {  // warp-uniform (the dropout helper shuffles)
       const int t2 = tile + r.lane;
       float m = 1.0f;
-      if (p > 0.0f) m = warp_dropout_factor(key, static_cast<uint64_t>(prob_row + tile), p, keep_scale, r.lane);
+      if (p > 0.0f) m = warp_dropout_factor(key, dropout.index_offset + static_cast<uint64_t>(prob_row + tile), p, keep_scale, r.lane);
       if (t2 < r.visible) {
         const float* v_s = tile_s + r.lane * val_stride;
         float dot = 0.0f;
@@ -402,7 +402,7 @@ __global__ void __launch_bounds__(kThreads)
         float w = 0.0f, g = 0.0f;
         if (t < T && key_row < T && (!causal || t >= key_row)) {
           const int64_t index = (head + t) * T + key_row;
-          const float m = p > 0.0f ? dropout_scale(key, static_cast<uint64_t>(index), p) : 1.0f;
+          const float m = p > 0.0f ? dropout_scale(key, dropout.index_offset + static_cast<uint64_t>(index), p) : 1.0f;
           w = m * to_float(probs[index]);
           g = work[index] * scale;
         }

@@ -98,7 +98,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // logits (N,V), targets (N) -> losses (N); dlogits (N,V) = (softmax - onehot) * dloss_scale / N
 void CudaBackend::cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
-                                                 Tensor dloss_scale) {
+                                                 Tensor dloss_scale, int64_t mean_over) {
   const int N = static_cast<int>(logits.shape[0]), V = static_cast<int>(logits.shape[1]);
   const DType dtype = shared_storage_dtype("cross_entropy_forward_backward", {dlogits, logits});
   float* loss = losses.f32();  // per-token losses and the loss scale: F32
@@ -107,7 +107,7 @@ void CudaBackend::cross_entropy_forward_backward(Tensor losses, Tensor dlogits, 
   dispatch_storage(dtype, [&](auto storage) {
     using S = decltype(storage);
     cross_entropy_kernel<S><<<N, kThreads, 0, stream_>>>(loss, data_or_null<S>(dlogits), logits.as<S>(),
-                                                         targets.i32(), V, scale, static_cast<float>(N));
+                                                         targets.i32(), V, scale, static_cast<float>(mean_over));
   });
   CUDA_CHECK(cudaGetLastError());
 }

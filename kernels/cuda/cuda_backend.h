@@ -55,7 +55,7 @@ class CudaBackend final : public Backend {
   void dropout_backward(Tensor dinp, Tensor dout, const DropoutMask& dropout) override;
   void residual_forward(Tensor out, Tensor a, Tensor b) override;
   void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
-                                      Tensor dloss_scale) override;
+                                      Tensor dloss_scale, int64_t mean_over) override;
   void cast(Tensor dst, Tensor src) override;
   void grad_norm_check(Tensor grads, const LossScalerState& s) override;
   void adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,

@@ -14,9 +14,10 @@ namespace tt {
 namespace {
 
 // inp (n) -> out (n) = inp * (kept ? 1/(1-p) : 0); out may alias inp
-// Decomposition: one thread per group of 4 consecutive elements (grid-stride over groups):
+// Decomposition: one thread per group of 4 consecutive mask elements (grid-stride over groups):
 // one Philox call gives the 4 uniforms of a group, one 32-bit lane per element, exactly as
-// dropout_uniform defines them. The training step is read from device memory here, when the
+// dropout_uniform defines them. Element i of the tensor is mask element index_offset + i, so
+// the groups are those of the mask, whatever the offset. The training step is read from device memory here, when the
 // kernel runs (DropoutMask::key() dereferences mask.step), so a captured graph sees the
 // step the trainer wrote for this step.
 template <typename S>
@@ -24,14 +25,16 @@ __global__ void dropout_kernel(S* out, const S* inp, int64_t n, DropoutMask mask
   const DropoutKey key = mask.key();
   const float p = mask.p;
   const float keep_scale = 1.0f / (1.0f - p);
-  const int64_t groups = (n + 3) / 4;
+  const uint64_t first = mask.index_offset;
+  const int64_t first_group = static_cast<int64_t>(first >> 2);
+  const int64_t groups = static_cast<int64_t>((first + n + 3) >> 2) - first_group;
   for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
        g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const Philox4 bits = dropout_bits4(key, static_cast<uint64_t>(g));
+    const Philox4 bits = dropout_bits4(key, static_cast<uint64_t>(first_group + g));
 #pragma unroll
     for (int lane = 0; lane < 4; ++lane) {
-      const int64_t i = 4 * g + lane;
-      if (i < n) {
+      const int64_t i = 4 * (first_group + g) + lane - static_cast<int64_t>(first);
+      if (i >= 0 && i < n) {
         const float scale = uniform_from_bits(bits.v[lane]) < p ? 0.0f : keep_scale;
         out[i] = from_float<S>(to_float(inp[i]) * scale);
       }
