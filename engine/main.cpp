@@ -6,8 +6,10 @@
 
 #include "engine/backend_select.h"
 #include "engine/config.h"
+#include "engine/memory_plan.h"
 #include "engine/trainer.h"
 #include "engine/verify.h"
+#include "kernels/device_query.h"
 
 namespace {
 
@@ -105,6 +107,14 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
 
+  CLI::App* plan_cmd = app.add_subcommand("plan", "print the memory plan of `train` with the same flags, allocating nothing");
+  add_train_flags(plan_cmd, train, activation, pos_embedding, seed);
+  add_common(plan_cmd);
+  std::string device_memory;
+  for (CLI::App* cmd : {train_cmd, plan_cmd})
+    cmd->add_option("--device-memory", device_memory,
+                    "memory to plan for, e.g. 80GiB (default: the device's free memory; on the CPU MemAvailable)");
+
   std::string reference;
   CLI::App* verify_cmd = app.add_subcommand("verify", "replay a PyTorch reference and compare, one row per tensor");
   verify_cmd->add_option("reference", reference, "reference .safetensors written by tools/make_reference.py")
@@ -112,8 +122,9 @@ int main(int argc, char** argv) {
   add_common(verify_cmd);
 
   // CLI11 would call an unknown command "no subcommand"; name it instead.
-  if (argc > 1 && argv[1][0] != '-' && std::string(argv[1]) != "train" && std::string(argv[1]) != "verify") {
-    std::cerr << "error: unknown command '" << argv[1] << "' (expected train or verify; see --help)" << std::endl;
+  if (argc > 1 && argv[1][0] != '-' && std::string(argv[1]) != "train" && std::string(argv[1]) != "verify" &&
+      std::string(argv[1]) != "plan") {
+    std::cerr << "error: unknown command '" << argv[1] << "' (expected train, plan or verify; see --help)" << std::endl;
     return 2;
   }
   try {
@@ -132,7 +143,7 @@ int main(int argc, char** argv) {
     gpu.cudnn_attention = attention == "cudnn";
     train.cuda_graph = cuda_graph == "on";
     const Precision chosen_precision = parse_precision(precision);
-    if (*train_cmd) {
+    if (*train_cmd || *plan_cmd) {
       train.run.seed = parse_seed(seed);
       train.model.activation = parse_activation(activation);
       train.model.pos_embedding = parse_pos_embedding(pos_embedding);
@@ -147,7 +158,23 @@ int main(int argc, char** argv) {
       validate_loss_scaler(train.loss_scaler);
       if (train.log_every <= 0)
         throw InputError("invalid config: --log-every must be positive, got " + std::to_string(train.log_every));
+      if (*plan_cmd) {  // allocates nothing: the backend is only named
+        const std::string kind = backend_choice == "auto" ? (query_cuda_device().usable ? "cuda" : "cpu")
+                                                          : backend_choice;
+        const size_t available = device_memory.empty() ? available_memory(kind) : parse_bytes(device_memory);
+        print_plan(plan_training(train, kind), train, kind, std::cout);
+        std::cout << "largest batch that fits in " << available / 1048576 << " MiB (grad-accum 1):";
+        for (Recompute r : {Recompute::None, Recompute::Ffn, Recompute::Layer})
+          std::cout << " recompute " << recompute_name(r) << ": " << largest_micro_batch(train, r, available, kind)
+                    << (r == Recompute::Layer ? "" : ",");
+        std::cout << std::endl;
+        return 0;
+      }
       auto backend = select_backend(backend_choice, gpu, std::cout);
+      const size_t available =
+          device_memory.empty() ? available_memory(backend->name()) : parse_bytes(device_memory);
+      if (plan_training(train, backend->name()).device_bytes() > available)
+        throw InputError(out_of_memory_message(train, backend->name(), available, ""));
       run_training(*backend, train, std::cout);
       return 0;
     }

@@ -5,10 +5,12 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <memory>
 #include <vector>
 
 #include "engine/data.h"
 #include "engine/init.h"
+#include "engine/memory_plan.h"
 
 namespace tt {
 
@@ -112,7 +114,16 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
   const int B = o.run.batch, T = o.run.seq;
   LossScalerConfig scaler = o.loss_scaler;
   scaler.dynamic = o.precision == Precision::FP16;
-  Trainer trainer(backend, o.model, o.optimizer, B, T, o.run.seed, o.precision, scaler, o.recompute, o.grad_accum);
+  // The plan was checked against the free memory before; an allocation can still fail (other
+  // processes, fragmentation): say so with the plan's numbers, before the first step.
+  std::unique_ptr<Trainer> owned;
+  try {
+    owned = std::make_unique<Trainer>(backend, o.model, o.optimizer, B, T, o.run.seed, o.precision, scaler,
+                                      o.recompute, o.grad_accum);
+  } catch (const std::runtime_error& e) {
+    throw InputError(out_of_memory_message(o, backend.name(), available_memory(backend.name()), e.what()));
+  }
+  Trainer& trainer = *owned;
   trainer.load_params(init_params(trainer.model().layout(), o.run.seed).data());
   std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
   const double alloc_mb = static_cast<double>(trainer.bytes()) / (1024.0 * 1024.0);

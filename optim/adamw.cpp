@@ -3,17 +3,13 @@
 
 namespace tt {
 
-namespace {
-
-ArenaPlan plan_state(int64_t n) {
+ArenaPlan AdamW::plan_state(int64_t n) {
   ArenaPlan plan;
   plan.add("exp_avg", DType::F32, {n});
   plan.add("exp_avg_sq", DType::F32, {n});
   plan.add("step_count", DType::I32, {1});
   return plan;
 }
-
-}  // namespace
 
 AdamW::AdamW(Backend& backend, const AdamWConfig& config, int64_t num_params)
     : backend_(backend), config_(config), state_(backend, plan_state(num_params)) {}

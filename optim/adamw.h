@@ -12,6 +12,7 @@ namespace tt {
 class AdamW {
  public:
   AdamW(Backend& backend, const AdamWConfig& config, int64_t num_params);
+  static ArenaPlan plan_state(int64_t num_params);  // exp_avg, exp_avg_sq, step_count
 
   // params (P), grads (P) scaled by the loss scaler's scale: one update, or none when the
   // scaler found an inf or NaN in the gradients.

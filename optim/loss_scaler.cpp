@@ -5,9 +5,7 @@
 
 namespace tt {
 
-namespace {
-
-ArenaPlan plan_state() {
+ArenaPlan LossScaler::plan_state() {
   ArenaPlan plan;
   plan.add("scale", DType::F32, {1});
   plan.add("growth_tracker", DType::I32, {1});
@@ -17,8 +15,6 @@ ArenaPlan plan_state() {
   plan.add("grad_norm_sq", DType::F32, {1});
   return plan;
 }
-
-}  // namespace
 
 LossScaler::LossScaler(Backend& backend, const LossScalerConfig& config)
     : backend_(backend), config_(config), arena_(backend, plan_state()) {

@@ -25,6 +25,7 @@ struct LossScalerStatus {  // what the host reads at log points
 class LossScaler {
  public:
   LossScaler(Backend& backend, const LossScalerConfig& config);
+  static ArenaPlan plan_state();
 
   const LossScalerState& state() const { return state_; }
   const LossScalerConfig& config() const { return config_; }

@@ -8,7 +8,7 @@
 
 namespace tt {
 
-class CpuBackend final : public Backend {
+class CpuBackend : public Backend {
  public:
   std::string name() const override { return "cpu"; }
 

@@ -19,10 +19,9 @@ namespace tt {
 
 namespace {
 
-constexpr size_t kLtWorkspaceBytes = size_t{32} << 20;  // cuBLASLt workspace: 32 MiB
-// copy_to_device's pinned staging buffer grows to fit a copy up to this size; a larger copy
-// (the initial parameters of a big model) goes through it in chunks.
-constexpr size_t kMaxStagingBytes = size_t{64} << 20;
+// Workspace sizes: kernels/workspace.h (the memory plan prints them). copy_to_device's pinned
+// staging buffer grows to fit a copy up to kCudaMaxStagingBytes; a larger copy (the initial
+// parameters of a big model) goes through it in chunks.
 
 std::string mib(size_t bytes) {
   char text[32];
@@ -42,8 +41,8 @@ CudaBackend::CudaBackend(const CudaOptions& options) : options_(options) {
     CUBLAS_CHECK(cublasLtCreate(&lt_));
     // A workspace we own (rather than one cuBLASLt allocates) keeps matmuls capturable in a
     // graph and their results reproducible.
-    CUDA_CHECK(cudaMalloc(&lt_workspace_, kLtWorkspaceBytes));
-    lt_workspace_bytes_ = kLtWorkspaceBytes;
+    CUDA_CHECK(cudaMalloc(&lt_workspace_, kCudaGemmWorkspaceBytes));
+    lt_workspace_bytes_ = kCudaGemmWorkspaceBytes;
     CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&reduce_scratch_), kReduceScratchFloats * sizeof(float)));
   } catch (...) {
     release_resources();  // the destructor does not run for a constructor that throws
@@ -152,7 +151,7 @@ void CudaBackend::release(void* ptr) {
 void CudaBackend::copy_to_device(void* dst, const void* src, size_t bytes) {
   require_not_capturing("copy_to_device");
   if (bytes == 0) return;
-  const size_t wanted = std::min(bytes, kMaxStagingBytes);
+  const size_t wanted = std::min(bytes, kCudaMaxStagingBytes);
   if (wanted > staging_bytes_) {
     CUDA_CHECK(cudaEventSynchronize(staging_done_));  // the old buffer may still feed a copy
     if (staging_) CUDA_CHECK(cudaFreeHost(staging_));

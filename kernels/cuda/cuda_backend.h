@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/workspace.h"
 
 namespace tt {
 
@@ -98,7 +99,7 @@ class CudaBackend final : public Backend {
   cudaStream_t stream_ = nullptr;
   // Device scratch for deterministic reductions (per-block partial sums, reduced in a fixed
   // order by a second kernel): any op may use it within one call, since ops run in order.
-  static constexpr size_t kReduceScratchFloats = size_t{1} << 22;
+  static constexpr size_t kReduceScratchFloats = kCudaReduceScratchFloats;  // kernels/workspace.h
   float* reduce_scratch_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* lt_workspace_ = nullptr;  // cuBLASLt workspace, allocated once

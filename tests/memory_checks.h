@@ -1,0 +1,457 @@
+// The memory features' checks, written once over a Backend and run by test_memory (CPU) and
+// test_cuda_memory (CUDA):
+//  - recompute: Recompute::Ffn and ::Layer replay the same ops on the same inputs with the
+//    same dropout masks, so gradients, losses and parameters are BITWISE those of
+//    Recompute::None, in every precision;
+//  - gradient accumulation: K micro-batches of B/K rows give the single batch's gradients up
+//    to the order of the parameter-gradient sums over tokens (dropout included: each
+//    micro-batch draws the masks its rows have in the full batch);
+//  - the activation plan: what recompute and accumulation save, byte for byte.
+#pragma once
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "engine/data.h"
+#include "engine/init.h"
+#include "engine/model.h"
+#include "engine/trainer.h"
+#include "optim/adamw.h"
+
+namespace tt::test {
+
+// ---- the models ----------------------------------------------------------------------------
+
+struct MemoryCase {
+  const char* name;
+  ModelConfig config;
+  int T;  // sequence length of the batches
+};
+
+// One small model of each kind, all with dropout 0.1 (callers override it).
+inline std::vector<MemoryCase> memory_cases() {
+  std::vector<MemoryCase> cases;
+  {
+    ModelConfig c;  // the seed's kind: post-norm, relu, no positions, bidirectional
+    c.vocab_size = 32;
+    c.d_model = 32;
+    c.n_head = 4;
+    c.n_layer = 2;
+    c.d_ff = 64;
+    c.max_seq_len = 16;
+    c.dropout = 0.1f;
+    cases.push_back({"post_norm_relu", c, 16});
+  }
+  {
+    ModelConfig c;  // a language model's kind
+    c.vocab_size = 40;
+    c.d_model = 32;
+    c.n_head = 4;
+    c.n_layer = 2;
+    c.d_ff = 48;
+    c.activation = Activation::Gelu;
+    c.norm_first = true;
+    c.causal = true;
+    c.pos_embedding = PosEmbedding::Learned;
+    c.max_seq_len = 16;
+    c.dropout = 0.1f;
+    cases.push_back({"pre_norm_gelu_causal_learned", c, 16});
+  }
+  {
+    ModelConfig c;  // odd sizes everywhere: no dimension a multiple of 4, masks start mid-group
+    c.vocab_size = 37;
+    c.d_model = 30;
+    c.n_head = 5;
+    c.n_layer = 3;
+    c.d_ff = 46;
+    c.activation = Activation::Gelu;
+    c.norm_first = false;
+    c.causal = true;
+    c.pos_embedding = PosEmbedding::Learned;
+    c.max_seq_len = 16;
+    c.dropout = 0.1f;
+    cases.push_back({"odd_sizes_post_norm_gelu_causal", c, 13});
+  }
+  return cases;
+}
+
+// ---- one short training run ----------------------------------------------------------------
+
+struct RunOptions {
+  Precision precision = Precision::FP32;
+  Recompute recompute = Recompute::None;
+  int grad_accum = 1;
+  int B = 4;
+  int steps = 3;
+  double lr = 1e-3;
+  uint64_t seed = 21;
+};
+
+struct RunResult {
+  std::vector<float> first_grads;  // Model::grads() after the first forward_backward
+  std::vector<double> losses;      // Trainer::read_loss() of every step
+  std::vector<float> params;       // master weights after the last optimizer step
+  LossScalerStatus scaler{};       // after the last step
+};
+
+inline std::vector<float> read_floats(Backend& backend, Tensor t) {
+  std::vector<float> host(t.numel());
+  backend.copy_to_host(host.data(), t.data, t.bytes());
+  return host;
+}
+
+// `steps` training steps of `c` from init_params(seed) on random_batch(seed, step) batches,
+// dropout masks of (seed, step): the same init and batches for every option but the ones given.
+inline RunResult run_steps(Backend& backend, const MemoryCase& mc, const RunOptions& o) {
+  AdamWConfig opt;
+  opt.lr = o.lr;
+  LossScalerConfig scaler;
+  scaler.dynamic = o.precision == Precision::FP16;
+  Trainer trainer(backend, mc.config, opt, o.B, mc.T, o.seed, o.precision, scaler, o.recompute, o.grad_accum);
+  trainer.load_params(init_params(trainer.model().layout(), o.seed).data());
+  std::vector<int32_t> x(static_cast<size_t>(o.B) * mc.T), y(x.size());
+  RunResult r;
+  for (int s = 0; s < o.steps; ++s) {
+    random_batch(o.seed, static_cast<uint32_t>(s), o.B, mc.T, mc.config.vocab_size, x.data(), y.data());
+    trainer.load_batch(x.data(), y.data(), static_cast<uint32_t>(s));
+    trainer.forward_backward();
+    if (s == 0) r.first_grads = read_floats(backend, trainer.model().grads());
+    r.losses.push_back(trainer.read_loss());
+    trainer.optimizer_step();
+  }
+  r.params = read_floats(backend, trainer.model().params());
+  r.scaler = trainer.scaler().read();
+  return r;
+}
+
+// ---- comparisons ---------------------------------------------------------------------------
+
+// Index of the first element whose bits differ, or -1 (sizes must match).
+inline int64_t first_bit_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  if (a.size() != b.size()) return 0;
+  for (size_t i = 0; i < a.size(); ++i)
+    if (std::memcmp(&a[i], &b[i], sizeof(float)) != 0) return static_cast<int64_t>(i);
+  return -1;
+}
+
+inline std::string param_at(const ParamLayout& layout, int64_t index) {
+  for (const ParamInfo& p : layout.params())
+    if (index >= p.offset && index < p.offset + p.shape.numel())
+      return p.name + "[" + std::to_string(index - p.offset) + "]";
+  return "[" + std::to_string(index) + "]";
+}
+
+#define EXPECT_SAME_BITS(layout, a, b, what)                                                               \
+  do {                                                                                                     \
+    const int64_t diff_at_ = ::tt::test::first_bit_difference(a, b);                                        \
+    EXPECT_EQ(diff_at_, -1) << what << ": first difference at " << ::tt::test::param_at(layout, diff_at_) \
+                            << ": " << (a)[std::max<int64_t>(diff_at_, 0)] << " vs "                        \
+                            << (b)[std::max<int64_t>(diff_at_, 0)];                                         \
+  } while (0)
+
+// Per parameter tensor: max |a - b| / max |b| (0 where b is all zero and a equals it).
+struct TensorError {
+  std::string name;
+  double rel = 0.0;
+};
+inline TensorError worst_relative_error(const ParamLayout& layout, const std::vector<float>& a,
+                                        const std::vector<float>& b) {
+  TensorError worst;
+  for (const ParamInfo& p : layout.params()) {
+    double max_diff = 0.0, max_ref = 0.0;
+    for (int64_t i = p.offset; i < p.offset + p.shape.numel(); ++i) {
+      max_diff = std::max(max_diff, std::fabs(static_cast<double>(a[i]) - b[i]));
+      max_ref = std::max(max_ref, std::fabs(static_cast<double>(b[i])));
+    }
+    const double rel = max_ref > 0.0 ? max_diff / max_ref : (max_diff > 0.0 ? INFINITY : 0.0);
+    if (rel > worst.rel || worst.name.empty()) worst = {p.name, rel};
+  }
+  return worst;
+}
+
+inline double max_abs_difference(const std::vector<float>& a, const std::vector<float>& b) {
+  double m = 0.0;
+  for (size_t i = 0; i < a.size(); ++i) m = std::max(m, std::fabs(static_cast<double>(a[i]) - b[i]));
+  return m;
+}
+
+inline bool all_finite(const std::vector<float>& v) {
+  return std::all_of(v.begin(), v.end(), [](float x) { return std::isfinite(x); });
+}
+
+// ---- 1. recompute is bitwise --------------------------------------------------------------
+
+// Three steps of every case with Recompute::None, ::Ffn and ::Layer from the same init and
+// batches, dropout 0.1: the first step's gradients, every loss and the final parameters are
+// bit-identical. Also grad_accum 4 with ::Layer against grad_accum 4 with ::None.
+inline void check_recompute_is_bitwise(Backend& backend, Precision precision) {
+  for (const MemoryCase& mc : memory_cases()) {
+    SCOPED_TRACE(std::string(mc.name) + ", " + precision_name(precision));
+    const ParamLayout layout(mc.config);
+    RunOptions o;
+    o.precision = precision;
+    const RunResult none = run_steps(backend, mc, o);
+    ASSERT_TRUE(all_finite(none.first_grads));
+    ASSERT_TRUE(all_finite(none.params));
+    EXPECT_EQ(none.scaler.skipped_steps, 0);
+    // The run is not trivial: the loss is near ln(V) and the gradients are not all zero.
+    EXPECT_GT(none.losses[0], 0.5 * std::log(static_cast<double>(mc.config.vocab_size)));
+    EXPECT_GT(*std::max_element(none.first_grads.begin(), none.first_grads.end()), 0.0f);
+    for (Recompute rc : {Recompute::Ffn, Recompute::Layer}) {
+      SCOPED_TRACE(std::string("recompute ") + recompute_name(rc));
+      o.recompute = rc;
+      const RunResult other = run_steps(backend, mc, o);
+      EXPECT_SAME_BITS(layout, other.first_grads, none.first_grads, "first step's gradients");
+      EXPECT_EQ(other.losses, none.losses);
+      EXPECT_SAME_BITS(layout, other.params, none.params, "parameters after 3 steps");
+    }
+    // Recompute inside accumulated micro-batches: still bitwise.
+    o.grad_accum = 4;
+    o.recompute = Recompute::None;
+    const RunResult accum_none = run_steps(backend, mc, o);
+    o.recompute = Recompute::Layer;
+    const RunResult accum_layer = run_steps(backend, mc, o);
+    EXPECT_SAME_BITS(layout, accum_layer.first_grads, accum_none.first_grads, "grad_accum 4, first gradients");
+    EXPECT_EQ(accum_layer.losses, accum_none.losses);
+    EXPECT_SAME_BITS(layout, accum_layer.params, accum_none.params, "grad_accum 4, parameters after 3 steps");
+  }
+}
+
+// ---- 2. gradient accumulation -------------------------------------------------------------
+
+// The tolerance. A parameter gradient is a sum over the batch's tokens (N = B*T) of per-token
+// terms; with K micro-batches each micro-batch's partial sum is added to the running total,
+// i.e. the same terms summed in another order. Two orders of one fp32 sum of N terms differ by
+// about eps * sqrt(N) times the size of the partial sums, which for random-signed terms is the
+// size of the gradient itself (eps = 2^-23). Bound: 8 eps sqrt(N) of max |g| per tensor; 8 is
+// headroom for a statistical estimate (N = 128: 1.1e-5, still a decade under what one wrong
+// mask element or one missing micro-batch does: >= 1e-2).
+constexpr double kFp32Eps = 1.1920928955078125e-07;  // 2^-23
+inline double accumulation_tolerance(int64_t tokens) { return 8.0 * kFp32Eps * std::sqrt(static_cast<double>(tokens)); }
+// The logged loss: the mean of the same per-token losses (computed row by row), so it agrees to
+// a few fp32 roundings of a per-token loss: 16 eps relative.
+constexpr double kLossRelTolerance = 16.0 * kFp32Eps;
+
+struct AccumulationStats {
+  double worst_grad_rel = 0.0;
+  std::string worst_grad_where;
+  double worst_loss_rel = 0.0;
+  double worst_param_over_lr_steps = 0.0;  // max |p_K - p_1| / (lr * steps)
+};
+
+inline void print_accumulation_stats(const char* what, const AccumulationStats& s) {
+  std::printf("[ accum    ] %s: worst grad max|dg|/max|g| %.3e (%s), loss rel %.3e, params max|dp|/(lr*steps) %.3e\n",
+              what, s.worst_grad_rel, s.worst_grad_where.c_str(), s.worst_loss_rel, s.worst_param_over_lr_steps);
+}
+
+// B = 8 as 1 x 8, 2 x 4, 4 x 2 and 8 x 1 micro-batches, every case, dropout `p`, `precision`:
+// first-step gradients within accumulation_tolerance (times `grad_scale_factor`) per tensor,
+// every step's loss within kLossRelTolerance, parameters after 3 AdamW steps within
+// 0.1 * lr * steps (AdamW turns rounding-level gradient differences into moves of up to lr).
+inline void check_accumulation(Backend& backend, float p, Precision precision, AccumulationStats& stats,
+                               double grad_tolerance_factor = 1.0) {
+  for (MemoryCase mc : memory_cases()) {
+    mc.config.dropout = p;
+    const ParamLayout layout(mc.config);
+    RunOptions o;
+    o.precision = precision;
+    o.B = 8;
+    const RunResult single = run_steps(backend, mc, o);
+    ASSERT_TRUE(all_finite(single.first_grads));
+    EXPECT_EQ(single.scaler.skipped_steps, 0) << mc.name << ": the single batch skipped a step";
+    const double grad_tol = grad_tolerance_factor * accumulation_tolerance(static_cast<int64_t>(o.B) * mc.T);
+    const double param_tol = 0.1 * o.lr * o.steps;
+    for (int K : {2, 4, 8}) {
+      SCOPED_TRACE(std::string(mc.name) + ", dropout " + std::to_string(p) + ", " + precision_name(precision) +
+                   ", grad_accum " + std::to_string(K));
+      o.grad_accum = K;
+      const RunResult acc = run_steps(backend, mc, o);
+      EXPECT_EQ(acc.scaler.skipped_steps, 0);
+      const TensorError e = worst_relative_error(layout, acc.first_grads, single.first_grads);
+      EXPECT_LE(e.rel, grad_tol) << "worst tensor " << e.name;
+      if (e.rel >= stats.worst_grad_rel) {
+        stats.worst_grad_rel = e.rel;
+        stats.worst_grad_where = std::string(mc.name) + " K=" + std::to_string(K) + " " + e.name;
+      }
+      for (size_t s = 0; s < single.losses.size(); ++s) {
+        const double rel = std::fabs(acc.losses[s] - single.losses[s]) / std::fabs(single.losses[s]);
+        EXPECT_LE(rel, kLossRelTolerance) << "step " << s << ": " << acc.losses[s] << " vs " << single.losses[s];
+        stats.worst_loss_rel = std::max(stats.worst_loss_rel, rel);
+      }
+      const double dp = max_abs_difference(acc.params, single.params);
+      EXPECT_LE(dp, param_tol);
+      stats.worst_param_over_lr_steps = std::max(stats.worst_param_over_lr_steps, dp / (o.lr * o.steps));
+    }
+  }
+}
+
+// The first step's gradients of a B-row batch run as K micro-batches through Model directly
+// (what Trainer::forward_backward does), micro-batch m drawing its dropout masks from row
+// m B/K of the full batch, or, with `full_batch_masks` false, every micro-batch from row 0:
+// the mistake the masks of the full batch exist to avoid. Same init, batch and seed as
+// run_steps' first step.
+inline std::vector<float> model_first_grads(Backend& backend, const MemoryCase& mc, int B, int K,
+                                            bool full_batch_masks, uint64_t seed = RunOptions{}.seed) {
+  const int rows = B / K, T = mc.T;
+  Model model(backend, mc.config, rows, T);
+  const std::vector<float> init = init_params(model.layout(), seed);
+  backend.copy_to_device(model.params().data, init.data(), model.params().bytes());
+  model.refresh_working_weights();
+  ArenaPlan plan;
+  plan.add("x", DType::I32, {B, T});
+  plan.add("y", DType::I32, {B, T});
+  plan.add("losses", DType::F32, {B, T});
+  plan.add("scale", DType::F32, {1});
+  plan.add("step", DType::I32, {1});
+  Arena arena(backend, plan);
+  std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
+  random_batch(seed, 0, B, T, mc.config.vocab_size, x.data(), y.data());
+  backend.copy_to_device(arena.get("x").data, x.data(), x.size() * sizeof(int32_t));
+  backend.copy_to_device(arena.get("y").data, y.data(), y.size() * sizeof(int32_t));
+  const float one = 1.0f;
+  const uint32_t step = 0;
+  backend.copy_to_device(arena.get("scale").data, &one, sizeof(one));
+  backend.copy_to_device(arena.get("step").data, &step, sizeof(step));
+  auto rows_of = [&](const char* name, int m) {
+    const Tensor whole = arena.get(name);
+    return Tensor{static_cast<char*>(whole.data) + static_cast<size_t>(m) * rows * T * dtype_size(whole.dtype),
+                  whole.dtype, Shape{rows, T}};
+  };
+  backend.fill_zero(model.grads());
+  for (int m = 0; m < K; ++m) {
+    const DropoutContext ctx{seed, static_cast<const uint32_t*>(arena.get("step").data),
+                             full_batch_masks ? m * rows : 0};
+    model.forward(rows_of("x", m), ctx);
+    model.backward(rows_of("x", m), rows_of("y", m), rows_of("losses", m), arena.get("scale"),
+                   static_cast<int64_t>(B) * T, ctx);
+  }
+  return read_floats(backend, model.grads());
+}
+
+// The accumulation check can tell right masks from wrong ones: Model driven by hand with the
+// full batch's masks gives Trainer's grad_accum K gradients bit for bit; with every micro-batch
+// drawing row 0's masks instead, the gradients miss the single batch's by far more than the
+// tolerance (dropout 0.1 changes a tenth of the elements of every mask).
+inline void check_accumulation_detects_wrong_masks(Backend& backend) {
+  for (const MemoryCase& mc : memory_cases()) {
+    SCOPED_TRACE(mc.name);
+    const ParamLayout layout(mc.config);
+    RunOptions o;
+    o.B = 8;
+    o.steps = 1;
+    const RunResult single = run_steps(backend, mc, o);
+    o.grad_accum = 4;
+    const RunResult accumulated = run_steps(backend, mc, o);
+    const std::vector<float> right = model_first_grads(backend, mc, o.B, 4, true);
+    const std::vector<float> wrong = model_first_grads(backend, mc, o.B, 4, false);
+    EXPECT_SAME_BITS(layout, right, accumulated.first_grads, "Model by hand vs Trainer, grad_accum 4");
+    const double tol = accumulation_tolerance(static_cast<int64_t>(o.B) * mc.T);
+    const TensorError ok = worst_relative_error(layout, right, single.first_grads);
+    const TensorError bad = worst_relative_error(layout, wrong, single.first_grads);
+    EXPECT_LE(ok.rel, tol) << ok.name;
+    EXPECT_GT(bad.rel, 100.0 * tol) << bad.name;
+    std::printf("[ masks    ] %s, grad_accum 4: full-batch masks %.3e (%s), row-0 masks %.3e (%s), tolerance %.3e\n",
+                mc.name, ok.rel, ok.name.c_str(), bad.rel, bad.name.c_str(), tol);
+  }
+}
+
+// ---- 3. the activation plan ---------------------------------------------------------------
+
+inline size_t activation_bytes(const ModelConfig& c, int B, int T, Recompute rc, DType act = DType::F32) {
+  return Model::plan_activations(c, B, T, act, rc).bytes();
+}
+
+// The seed config (ModelConfig defaults, B 16, T 64): none > ffn > layer, and the savings are
+// exactly the buffers each mode stops keeping per layer (every buffer here is a multiple of
+// the 64-byte alignment, so no padding blurs the sums): ffn drops h_pre and h of all layers
+// but one (the shared copy); layer drops every buffer but the layer output.
+inline void check_seed_plan(DType act) {
+  const ModelConfig c;
+  const int B = 16, T = 64;
+  const size_t none = activation_bytes(c, B, T, Recompute::None, act);
+  const size_t ffn = activation_bytes(c, B, T, Recompute::Ffn, act);
+  const size_t layer = activation_bytes(c, B, T, Recompute::Layer, act);
+  EXPECT_GT(none, ffn);
+  EXPECT_GT(ffn, layer);
+  const size_t a = dtype_size(act), f32 = 4;
+  const size_t N = static_cast<size_t>(B) * T, C = c.d_model, F = c.d_ff, NH = c.n_head;
+  const size_t h = N * F * a;  // h_pre, h
+  // ln1, att, res1, ln2, res2 (N,C); qkv (N,3C); probs (B,NH,T,T); 4 statistics (N) fp32
+  const size_t per_layer = 5 * N * C * a + 3 * N * C * a + B * NH * T * T * a + 4 * N * f32 + 2 * h;
+  const size_t output = N * C * a;  // ln2 (post-norm): kept per layer by every mode
+  EXPECT_EQ(none - ffn, (c.n_layer - 1) * 2 * h);
+  EXPECT_EQ(none - layer, (c.n_layer - 1) * (per_layer - output));
+  std::printf("[ plan     ] seed config, %s activations (B 16, T 64): none %zu B (%.2f MiB), ffn %zu B (%.2f MiB), "
+              "layer %zu B (%.2f MiB); ffn/none %.4f, layer/none %.4f\n",
+              act == DType::F32 ? "fp32" : act == DType::BF16 ? "bf16" : "fp16", none, none / 1048576.0, ffn,
+              ffn / 1048576.0, layer, layer / 1048576.0, static_cast<double>(ffn) / none,
+              static_cast<double>(layer) / none);
+}
+
+// More layers save more: with recompute layer the plan grows by one layer output per layer,
+// without it by a whole layer's buffers.
+inline void check_plan_growth_with_depth() {
+  for (MemoryCase mc : memory_cases()) {
+    SCOPED_TRACE(mc.name);
+    for (Recompute rc : {Recompute::None, Recompute::Ffn, Recompute::Layer}) {
+      ModelConfig deeper = mc.config;
+      deeper.n_layer = mc.config.n_layer + 1;
+      const size_t grow = activation_bytes(deeper, 4, mc.T, rc) - activation_bytes(mc.config, 4, mc.T, rc);
+      const size_t grow_none = activation_bytes(deeper, 4, mc.T, Recompute::None) -
+                               activation_bytes(mc.config, 4, mc.T, Recompute::None);
+      const size_t one_output = static_cast<size_t>(4) * mc.T * mc.config.d_model * 4;
+      if (rc == Recompute::Layer) {  // the layer output, padded to the 64-byte alignment
+        EXPECT_GE(grow, one_output);
+        EXPECT_LT(grow, one_output + 64);
+      } else if (rc == Recompute::Ffn) {
+        EXPECT_LT(grow, grow_none);
+      }
+    }
+  }
+}
+
+// Trainer::bytes() with grad_accum K: the model's activation arena is exactly
+// plan_activations(B/K), everything else does not depend on K, so the whole trainer shrinks by
+// exactly plan_activations(B) - plan_activations(B/K); and since every activation is B rows of
+// something, plan_activations(B/K) is plan_activations(B) / K up to the 64-byte padding of each
+// entry.
+inline void check_trainer_bytes_with_accumulation(Backend& backend) {
+  const ModelConfig c;  // the seed config
+  const int B = 16, T = 64;
+  AdamWConfig opt;
+  for (Precision precision : {Precision::FP32, Precision::BF16}) {
+    const DType act = activation_dtype(precision);
+    for (Recompute rc : {Recompute::None, Recompute::Layer}) {
+      SCOPED_TRACE(std::string(precision_name(precision)) + ", recompute " + recompute_name(rc));
+      const size_t full = activation_bytes(c, B, T, rc, act);
+      size_t trainer_full = 0;
+      for (int K : {1, 2, 4, 8, 16}) {
+        SCOPED_TRACE("grad_accum " + std::to_string(K));
+        Trainer trainer(backend, c, opt, B, T, 1, precision, LossScalerConfig{}, rc, K);
+        const ParamLayout& layout = trainer.model().layout();
+        const size_t weights = Model::plan_weights(layout, act).bytes();
+        const size_t activations = activation_bytes(c, B / K, T, rc, act);
+        EXPECT_EQ(trainer.model().bytes(), weights + activations);
+        EXPECT_EQ(trainer.bytes(), weights + activations + AdamW::plan_state(layout.total()).bytes() +
+                                       trainer.scaler().bytes() + Trainer::plan_batch(B, T).bytes());
+        if (K == 1) trainer_full = trainer.bytes();
+        EXPECT_EQ(trainer_full - trainer.bytes(), full - activations);
+        // ~ full / K: at most one alignment pad (< 64 bytes) per planned entry apart.
+        const size_t entries = Model::plan_activations(c, B / K, T, act, rc).entries().size();
+        EXPECT_LE(static_cast<double>(activations), static_cast<double>(full) / K + 64.0 * entries);
+        EXPECT_GE(static_cast<double>(activations) + 64.0 * entries, static_cast<double>(full) / K);
+        if (precision == Precision::FP32 && rc == Recompute::None)
+          std::printf("[ bytes    ] seed config fp32, grad_accum %2d: trainer %zu B, activations %zu B (full/K = %.0f)\n",
+                      K, trainer.bytes(), activations, static_cast<double>(full) / K);
+      }
+    }
+  }
+}
+
+}  // namespace tt::test

@@ -1,0 +1,191 @@
+// The memory plan against what training really allocates: the same arenas, byte for byte, for
+// several configs, precisions, recompute modes and accumulation; the activation saving of
+// --recompute layer derived in docs/memory.md; and out-of-memory handling before the first step.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <sstream>
+#include <vector>
+
+#include "engine/init.h"
+#include "engine/memory_plan.h"
+#include "kernels/cpu/cpu_backend.h"
+
+namespace tt {
+namespace {
+
+// The CPU backend, recording every allocation; optionally failing once `limit` bytes are taken.
+class CountingBackend : public CpuBackend {
+ public:
+  explicit CountingBackend(size_t limit = SIZE_MAX) : limit_(limit) {}
+  void* allocate(size_t bytes) override {
+    if (total_ + bytes > limit_) throw std::runtime_error("out of host memory (test limit)");
+    sizes.push_back(bytes);
+    total_ += bytes;
+    return CpuBackend::allocate(bytes);
+  }
+  std::vector<size_t> sizes;
+
+ private:
+  size_t limit_;
+  size_t total_ = 0;
+};
+
+struct Case {
+  const char* name;
+  ModelConfig model;
+};
+
+std::vector<Case> cases() {
+  ModelConfig seed;
+  ModelConfig prenorm = seed;
+  prenorm.norm_first = true;
+  prenorm.activation = Activation::Gelu;
+  prenorm.causal = true;
+  prenorm.pos_embedding = PosEmbedding::Learned;
+  prenorm.n_layer = 3;
+  ModelConfig odd;
+  odd.vocab_size = 37;
+  odd.d_model = 30;
+  odd.n_head = 5;
+  odd.n_layer = 3;
+  odd.d_ff = 52;
+  odd.max_seq_len = 16;
+  return {{"seed", seed}, {"prenorm", prenorm}, {"odd", odd}};
+}
+
+// Planned bytes per arena, in the order the trainer allocates its arenas.
+std::vector<size_t> planned_arenas(const MemoryPlan& plan) {
+  std::vector<size_t> sizes;
+  for (const char* group : {"weights", "activations", "optimizer", "loss scaler", "batch"})
+    sizes.push_back(plan.group_bytes(group));
+  return sizes;
+}
+
+TEST(MemoryPlan, TrainingAllocatesExactlyWhatThePlanSays) {
+  int checked = 0;
+  for (const Case& c : cases()) {
+    for (Precision precision : {Precision::FP32, Precision::BF16, Precision::FP16}) {
+      for (Recompute recompute : {Recompute::None, Recompute::Ffn, Recompute::Layer}) {
+        for (int grad_accum : {1, 2}) {
+          TrainOptions o;
+          o.model = c.model;
+          o.run.batch = 4;
+          o.run.seq = c.model.max_seq_len < 16 ? c.model.max_seq_len : 16;
+          o.precision = precision;
+          o.recompute = recompute;
+          o.grad_accum = grad_accum;
+          const MemoryPlan plan = plan_training(o, "cpu");
+          CountingBackend backend;
+          Trainer trainer(backend, o.model, o.optimizer, o.run.batch, o.run.seq, 1, o.precision, LossScalerConfig{},
+                          o.recompute, o.grad_accum);
+          EXPECT_EQ(backend.sizes, planned_arenas(plan))
+              << c.name << " " << precision_name(precision) << " recompute " << recompute_name(recompute) << " accum "
+              << grad_accum;
+          EXPECT_EQ(trainer.bytes(), plan.device_bytes());
+          ++checked;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(checked, 3 * 3 * 3 * 2);
+}
+
+// docs/memory.md derives the seed config's activation bytes: none 59,801,600; ffn 43,024,384
+// (the two (N, d_ff) buffers shared by both layers); layer 38,289,408 (one layer's set shared,
+// only each layer's output kept): layer / none = 0.640.
+TEST(MemoryPlan, RecomputeSavesWhatTheDocsDerive) {
+  TrainOptions o;  // the seed workload
+  auto activations = [&](Recompute r) {
+    o.recompute = r;
+    return plan_training(o, "cpu").group_bytes("activations");
+  };
+  EXPECT_EQ(activations(Recompute::None), 59801600u);
+  EXPECT_EQ(activations(Recompute::Ffn), 43024384u);
+  EXPECT_EQ(activations(Recompute::Layer), 38289408u);
+  EXPECT_LE(static_cast<double>(activations(Recompute::Layer)) / activations(Recompute::None), 0.641);
+}
+
+TEST(MemoryPlan, TheLargestBatchThatFitsReallyFits) {
+  TrainOptions o;
+  const size_t available = 64u << 20;
+  for (Recompute r : {Recompute::None, Recompute::Ffn, Recompute::Layer}) {
+    const int b = largest_micro_batch(o, r, available, "cpu");
+    ASSERT_GT(b, 0);
+    TrainOptions t = o;
+    t.recompute = r;
+    t.run.batch = b;
+    EXPECT_LE(plan_training(t, "cpu").device_bytes(), available);
+    t.run.batch = b + 1;
+    EXPECT_GT(plan_training(t, "cpu").device_bytes(), available) << recompute_name(r);
+  }
+}
+
+TEST(MemoryPlan, OutOfMemoryMessageNamesTheBiggestItemsAndWhatFits) {
+  TrainOptions o;  // seed: 77.1 MiB
+  const std::string msg = out_of_memory_message(o, "cpu", 60u << 20, "");
+  EXPECT_NE(msg.find("needs 77.1 MiB but 60.0 MiB are free"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("h_pre"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--recompute layer"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--grad-accum 2"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("--batch 11"), std::string::npos) << msg;
+  EXPECT_EQ(msg.find('\n'), std::string::npos);
+  // each remedy it names does fit
+  TrainOptions t = o;
+  t.grad_accum = 2;
+  EXPECT_LE(plan_training(t, "cpu").device_bytes(), 60u << 20);
+}
+
+TEST(MemoryPlan, AFailedAllocationStopsBeforeTheFirstStepWithThePlan) {
+  TrainOptions o;
+  o.run.steps = 3;
+  CountingBackend backend(/*limit=*/20u << 20);
+  std::ostringstream log;
+  try {
+    run_training(backend, o, log);
+    FAIL() << "training ran past a failed allocation";
+  } catch (const InputError& e) {
+    const std::string msg = e.what();
+    EXPECT_NE(msg.find("out of memory"), std::string::npos) << msg;
+    EXPECT_NE(msg.find("would fit"), std::string::npos) << msg;
+  }
+  EXPECT_EQ(log.str().find("step"), std::string::npos) << "no step ran: " << log.str();
+}
+
+TEST(MemoryPlan, ParsesMemorySizes) {
+  EXPECT_EQ(parse_bytes("512MiB"), 512u << 20);
+  EXPECT_EQ(parse_bytes("80GiB"), size_t{80} << 30);
+  EXPECT_EQ(parse_bytes("1024"), 1024u);
+  EXPECT_EQ(parse_bytes("64k"), 64u << 10);
+  EXPECT_THROW(parse_bytes("lots"), InputError);
+  EXPECT_THROW(parse_bytes("-5G"), InputError);
+  EXPECT_THROW(parse_bytes("5 parsecs"), InputError);
+}
+
+}  // namespace
+}  // namespace tt
+
+namespace tt {
+namespace {
+
+// Through the CLI: a plan that cannot fit stops with one line and a non-zero exit, before the
+// backend allocates anything (the check runs on the plan alone).
+TEST(MemoryPlanCli, TrainRefusesAPlanThatDoesNotFit) {
+  const std::string command = std::string(TINYTRAIN_BIN) +
+                              " train --backend cpu --threads 1 --device-memory 70MiB 2>&1 >/dev/null; echo exit=$?";
+  FILE* pipe = popen(command.c_str(), "r");
+  ASSERT_NE(pipe, nullptr);
+  std::string output;
+  char buffer[4096];
+  while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
+  pclose(pipe);
+  EXPECT_NE(output.find("error: out of memory: the plan needs 77.1 MiB but 70.0 MiB are free"), std::string::npos)
+      << output;
+  EXPECT_NE(output.find("--recompute ffn (61.1 MiB)"), std::string::npos) << output;
+  EXPECT_NE(output.find("exit=1"), std::string::npos) << output;
+  EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 2) << "one error line, then the exit code: " << output;
+}
+
+}  // namespace
+}  // namespace tt
