@@ -2,6 +2,7 @@
 // Every user error ends as one line on stderr and exit code 1 (2 for bad flags).
 #include <CLI/CLI.hpp>
 #include <cmath>
+#include <cstdint>
 #include <iostream>
 
 #include "engine/backend_select.h"
@@ -158,10 +159,20 @@ int main(int argc, char** argv) {
       validate_loss_scaler(train.loss_scaler);
       if (train.log_every <= 0)
         throw InputError("invalid config: --log-every must be positive, got " + std::to_string(train.log_every));
-      if (*plan_cmd) {  // allocates nothing: the backend is only named
-        const std::string kind = backend_choice == "auto" ? (query_cuda_device().usable ? "cuda" : "cpu")
-                                                          : backend_choice;
-        const size_t available = device_memory.empty() ? available_memory(kind) : parse_bytes(device_memory);
+      // The plan is checked before the backend exists, against the memory free right now.
+      if (backend_choice != "auto" && backend_choice != "cpu" && backend_choice != "cuda")
+        throw InputError("unknown backend '" + backend_choice + "' (expected auto, cpu or cuda)");
+      const bool gpu_usable = query_cuda_device().usable;
+      const std::string kind = backend_choice == "auto" ? (gpu_usable ? "cuda" : "cpu") : backend_choice;
+      // Without a usable GPU there is nothing to measure: `train --backend cuda` then stops in
+      // select_backend with the reason, `plan --backend cuda` needs --device-memory.
+      const bool measurable = kind == "cpu" || gpu_usable;
+      if (*plan_cmd && !measurable && device_memory.empty())
+        throw InputError("plan --backend cuda: no usable CUDA GPU to measure; give --device-memory");
+      const size_t available = !device_memory.empty() ? parse_bytes(device_memory)
+                               : measurable           ? available_memory(kind)
+                                                      : SIZE_MAX;
+      if (*plan_cmd) {  // allocates nothing
         print_plan(plan_training(train, kind), train, kind, std::cout);
         std::cout << "largest batch that fits in " << available / 1048576 << " MiB (grad-accum 1):";
         for (Recompute r : {Recompute::None, Recompute::Ffn, Recompute::Layer})
@@ -170,11 +181,9 @@ int main(int argc, char** argv) {
         std::cout << std::endl;
         return 0;
       }
+      if (plan_training(train, kind).device_bytes() > available)
+        throw InputError(out_of_memory_message(train, kind, available, ""));
       auto backend = select_backend(backend_choice, gpu, std::cout);
-      const size_t available =
-          device_memory.empty() ? available_memory(backend->name()) : parse_bytes(device_memory);
-      if (plan_training(train, backend->name()).device_bytes() > available)
-        throw InputError(out_of_memory_message(train, backend->name(), available, ""));
       run_training(*backend, train, std::cout);
       return 0;
     }
