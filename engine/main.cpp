@@ -153,9 +153,7 @@ int main(int argc, char** argv) {
       train.run.validate(train.model);
       train.precision = chosen_precision;
       train.recompute = parse_recompute(recompute);
-      if (train.grad_accum <= 0 || train.run.batch % train.grad_accum != 0)
-        throw InputError("invalid config: --grad-accum (" + std::to_string(train.grad_accum) +
-                         ") must be positive and divide --batch (" + std::to_string(train.run.batch) + ")");
+      check_grad_accum(train.run.batch, train.grad_accum);
       validate_loss_scaler(train.loss_scaler);
       if (train.log_every <= 0)
         throw InputError("invalid config: --log-every must be positive, got " + std::to_string(train.log_every));

@@ -14,6 +14,12 @@
 
 namespace tt {
 
+void check_grad_accum(int batch, int grad_accum) {
+  if (grad_accum <= 0 || batch % grad_accum != 0)
+    throw InputError("invalid config: --grad-accum (" + std::to_string(grad_accum) +
+                     ") must be positive and divide --batch (" + std::to_string(batch) + ")");
+}
+
 ArenaPlan Trainer::plan_batch(int B, int T) {
   ArenaPlan plan;
   plan.add("x", DType::I32, {B, T});
@@ -27,7 +33,9 @@ Trainer::Trainer(Backend& backend, const ModelConfig& model, const AdamWConfig& 
                  uint64_t seed, Precision precision, const LossScalerConfig& scaler, Recompute recompute,
                  int grad_accum)
     : backend_(backend),
-      model_(backend, model, B / grad_accum, T, activation_dtype(precision), recompute),
+      // (grad_accum is checked first: B / grad_accum sizes everything the model plans)
+      model_((check_grad_accum(B, grad_accum), backend), model, B / grad_accum, T, activation_dtype(precision),
+             recompute),
       optimizer_(backend, optimizer, model_.layout().total()),
       scaler_(backend, scaler),
       batch_(backend, plan_batch(B, T)),

@@ -65,6 +65,9 @@ class Trainer {
   bool graph_ready_ = false;
 };
 
+// Throws InputError unless grad_accum is positive and divides the batch.
+void check_grad_accum(int batch, int grad_accum);
+
 struct TrainOptions {
   ModelConfig model;
   AdamWConfig optimizer;
