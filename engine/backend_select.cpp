@@ -37,10 +37,6 @@ std::unique_ptr<Backend> open_cuda_backend(const GpuOptions& gpu) {
 }  // namespace
 
 std::unique_ptr<Backend> select_backend(const std::string& choice, const GpuOptions& gpu, std::ostream& note) {
-  // cuDNN's fused attention (SDPA) takes fp16/bf16 inputs only: no fp32 case can use it.
-  if (gpu.cudnn_attention)
-    note << "--attention cudnn: cuDNN fused attention takes only fp16/bf16 inputs; this fp32 run uses "
-            "tinytrain's attention kernel" << std::endl;
   if (choice == "cpu") return make_cpu_backend();
   if (choice == "cuda") {
     try {

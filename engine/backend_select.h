@@ -11,7 +11,6 @@ namespace tt {
 // Options that only the CUDA backend reads.
 struct GpuOptions {
   bool tf32 = false;             // --tf32: allow TF32 tensor-core GEMMs
-  bool cudnn_attention = false;  // --attention cudnn: asked for cuDNN's fused attention
 };
 
 // "cpu": the CPU backend. "cuda": the CUDA backend, or InputError saying why there is none.

@@ -141,7 +141,13 @@ int main(int argc, char** argv) {
 
   try {
     set_cpu_threads(threads);
-    gpu.cudnn_attention = attention == "cudnn";
+    // cuDNN's fused attention (SDPA) takes only fp16/bf16 inputs, and the engine does not call
+    // it yet: say so and use our kernel (docs/kernels.md).
+    if (attention == "cudnn")
+      std::cout << "--attention cudnn: "
+                << (precision == "fp32" ? "cuDNN fused attention takes only fp16/bf16 inputs; this fp32 run"
+                                        : "the cuDNN fused-attention path is not built yet; this run")
+                << " uses tinytrain's attention kernel" << std::endl;
     train.cuda_graph = cuda_graph == "on";
     const Precision chosen_precision = parse_precision(precision);
     if (*train_cmd || *plan_cmd) {

@@ -19,28 +19,11 @@
 #ifdef TINYTRAIN_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #endif
+#include "tests/cuda_test_util.h"
 
 namespace tt {
 namespace {
 
-std::unique_ptr<Backend> cuda_backend_or_skip(std::string& why) {
-#ifdef TINYTRAIN_HAVE_CUDA
-  const CudaDeviceInfo gpu = query_cuda_device();
-  if (!gpu.usable) {
-    why = "no usable CUDA GPU: " + gpu.reason;
-    return nullptr;
-  }
-  return make_cuda_backend(CudaOptions{});
-#else
-  why = "this build has no CUDA backend";
-  return nullptr;
-#endif
-}
-
-#define REQUIRE_CUDA(backend)                           \
-  std::string why_skipped;                              \
-  auto backend = cuda_backend_or_skip(why_skipped);     \
-  if (!backend) GTEST_SKIP() << why_skipped
 
 TEST(CudaTraining, VerifyPassesEveryCommittedReference) {
   REQUIRE_CUDA(cuda);

@@ -7,7 +7,7 @@
 
 #include "engine/backend_select.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "memory_checks.h"
+#include "tests/memory_checks.h"
 
 namespace tt {
 namespace {

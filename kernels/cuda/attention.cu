@@ -37,30 +37,18 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/storage.cuh"
+#include "kernels/cuda/warp.cuh"
 
 namespace tt {
 
 namespace {
 
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kTile = 32;                         // keys (or queries) per shared-memory tile: one per lane
 constexpr int kRowsPerBlock = 8;                  // warps per block, one row (query or key) each
 constexpr int kThreads = kRowsPerBlock * kWarp;   // 256
 constexpr int kSlab = 128;                        // output channels per pass over the tiles
 constexpr int kSlabRegs = kSlab / kWarp;          // accumulators per lane: channel lane + 32 i
 constexpr size_t kDefaultSmemBytes = 48 * 1024;   // above this a kernel must opt in
-
-// Butterfly reductions: lane pairs add the same two values (IEEE add commutes), so every lane
-// ends with bitwise the same result.
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-  return v;
-}
 
 // The dropout factor of mask element start + lane (0 or 1/(1-p)), as dropout_scales in
 // kernels/cpu/dropout_mask.h computes it. All 32 lanes must call. 32 consecutive elements span

@@ -13,24 +13,15 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/storage.cuh"
+#include "kernels/cuda/warp.cuh"
 
 namespace tt {
 
 namespace {
 
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kThreads = 512;
 constexpr int kWarps = kThreads / kWarp;
 
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
-}
-__device__ __forceinline__ float warp_max(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset >>= 1) v = fmaxf(v, __shfl_xor_sync(kFullMask, v, offset));
-  return v;
-}
 
 // Block reductions (all kThreads threads call; every thread gets bitwise the same result):
 // warp partials into shared memory, then every warp reduces the kWarps partials itself in the

@@ -17,13 +17,12 @@
 #include "kernels/common/half.h"
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/storage.cuh"
+#include "kernels/cuda/warp.cuh"
 
 namespace tt {
 
 namespace {
 
-constexpr int kWarp = 32;
-constexpr unsigned kFullMask = 0xffffffffu;
 constexpr int kRowsPerBlock = 8;                 // row kernels: one warp per row
 constexpr int kRowThreads = kRowsPerBlock * kWarp;
 constexpr int kColumnsPerBlock = 32;             // column-sum kernel: 32 columns x 8 row lanes
@@ -31,11 +30,6 @@ constexpr int kRowLanes = 8;
 constexpr int kMinRowsPerChunk = 64;             // rows one column-sum block covers, at least
 constexpr int kMaxChunks = 1024;                 // partial sums per column, at most
 
-// Butterfly sum: every lane ends with bitwise the same value.
-__device__ __forceinline__ float warp_sum(float v) {
-  for (int offset = kWarp / 2; offset > 0; offset >>= 1) v += __shfl_xor_sync(kFullMask, v, offset);
-  return v;
-}
 
 // inp (N,C), weight (C), bias (C) -> out (N,C), mean (N), rstd (N)
 // Decomposition: one warp per row (kRowsPerBlock rows per 256-thread block, grid ceil(N/8));
