@@ -184,8 +184,8 @@ bool run_verify(Backend& backend, const std::string& path, std::ostream& out, Pr
   };
   // A float tensor of any storage dtype, widened to fp32 on the host.
   auto download_float = [&](const Tensor& t, std::vector<float>& dst) {
-    std::vector<uint16_t> raw(t.dtype == DType::F32 ? 0 : t.numel());
     if (t.dtype == DType::F32) return download(t, dst);
+    std::vector<uint16_t> raw(t.numel());
     backend.copy_to_host(raw.data(), t.data, t.bytes());
     dst.resize(raw.size());
     for (size_t i = 0; i < raw.size(); ++i)
