@@ -76,6 +76,38 @@ void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, st
       ->capture_default_str();
 }
 
+// Which kind of backend a run would use, and how much memory it may plan for.
+struct Placement {
+  std::string kind;  // "cpu" or "cuda"
+  size_t available;  // bytes
+};
+
+// --device-memory when given, else the free memory of the device the run would use. Without a
+// usable GPU there is nothing to measure: `train --backend cuda` then stops in select_backend
+// with the reason; `plan --backend cuda` (must_measure) needs --device-memory.
+Placement place(const std::string& backend_choice, const std::string& device_memory, bool must_measure) {
+  if (backend_choice != "auto" && backend_choice != "cpu" && backend_choice != "cuda")
+    throw InputError("unknown backend '" + backend_choice + "' (expected auto, cpu or cuda)");
+  const bool gpu_usable = query_cuda_device().usable;
+  const std::string kind = backend_choice == "auto" ? (gpu_usable ? "cuda" : "cpu") : backend_choice;
+  if (!device_memory.empty()) return {kind, parse_bytes(device_memory)};
+  const bool measurable = kind == "cpu" || gpu_usable;
+  if (must_measure && !measurable)
+    throw InputError("plan --backend cuda: no usable CUDA GPU to measure; give --device-memory");
+  return {kind, measurable ? available_memory(kind) : SIZE_MAX};
+}
+
+// `tinytrain plan`: the table, and the largest batch per recompute mode. Allocates nothing.
+int run_plan(const TrainOptions& train, const Placement& where) {
+  print_plan(plan_training(train, where.kind), train, where.kind, std::cout);
+  std::cout << "largest batch that fits in " << where.available / 1048576 << " MiB (grad-accum 1):";
+  for (Recompute r : {Recompute::None, Recompute::Ffn, Recompute::Layer})
+    std::cout << " recompute " << recompute_name(r) << ": " << largest_micro_batch(train, r, where.available, where.kind)
+              << (r == Recompute::Layer ? "" : ",");
+  std::cout << std::endl;
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -163,30 +195,11 @@ int main(int argc, char** argv) {
       validate_loss_scaler(train.loss_scaler);
       if (train.log_every <= 0)
         throw InputError("invalid config: --log-every must be positive, got " + std::to_string(train.log_every));
+      const Placement where = place(backend_choice, device_memory, /*must_measure=*/static_cast<bool>(*plan_cmd));
+      if (*plan_cmd) return run_plan(train, where);
       // The plan is checked before the backend exists, against the memory free right now.
-      if (backend_choice != "auto" && backend_choice != "cpu" && backend_choice != "cuda")
-        throw InputError("unknown backend '" + backend_choice + "' (expected auto, cpu or cuda)");
-      const bool gpu_usable = query_cuda_device().usable;
-      const std::string kind = backend_choice == "auto" ? (gpu_usable ? "cuda" : "cpu") : backend_choice;
-      // Without a usable GPU there is nothing to measure: `train --backend cuda` then stops in
-      // select_backend with the reason, `plan --backend cuda` needs --device-memory.
-      const bool measurable = kind == "cpu" || gpu_usable;
-      if (*plan_cmd && !measurable && device_memory.empty())
-        throw InputError("plan --backend cuda: no usable CUDA GPU to measure; give --device-memory");
-      const size_t available = !device_memory.empty() ? parse_bytes(device_memory)
-                               : measurable           ? available_memory(kind)
-                                                      : SIZE_MAX;
-      if (*plan_cmd) {  // allocates nothing
-        print_plan(plan_training(train, kind), train, kind, std::cout);
-        std::cout << "largest batch that fits in " << available / 1048576 << " MiB (grad-accum 1):";
-        for (Recompute r : {Recompute::None, Recompute::Ffn, Recompute::Layer})
-          std::cout << " recompute " << recompute_name(r) << ": " << largest_micro_batch(train, r, available, kind)
-                    << (r == Recompute::Layer ? "" : ",");
-        std::cout << std::endl;
-        return 0;
-      }
-      if (plan_training(train, kind).device_bytes() > available)
-        throw InputError(out_of_memory_message(train, kind, available, ""));
+      if (plan_training(train, where.kind).device_bytes() > where.available)
+        throw InputError(out_of_memory_message(train, where.kind, where.available, ""));
       auto backend = select_backend(backend_choice, gpu, std::cout);
       run_training(*backend, train, std::cout);
       return 0;
