@@ -173,6 +173,36 @@ TEST(CliTrainConfig, SeedOutOfRange) {
 }
 TEST(CliTrainConfig, IntOutOfRange) { expect_train_config_error({{"--batch", "99999999999"}}, {"--batch"}); }
 
+// Precision, memory and loss-scaler flags: a bad value is one line naming the flag.
+TEST(CliTrainConfig, UnknownPrecision) {
+  ScratchDir dir;
+  expect_user_error(run_command(train_args({{"--precision", "fp8"}}), dir.path()), {"precision", "fp8"});
+}
+
+TEST(CliTrainConfig, UnknownRecomputeMode) {
+  ScratchDir dir;
+  expect_user_error(run_command(train_args({{"--recompute", "some"}}), dir.path()), {"recompute", "some"});
+}
+
+TEST(CliTrainConfig, GradAccumMustDivideTheBatch) {
+  ScratchDir dir;
+  expect_user_error(run_command(train_args({{"--grad-accum", "3"}}), dir.path()), {"--grad-accum", "divide"});
+  expect_user_error(run_command(train_args({{"--grad-accum", "0"}}), dir.path()), {"--grad-accum"});
+}
+
+TEST(CliTrainConfig, LossScaleFlagsOutOfRange) {
+  ScratchDir dir;
+  expect_user_error(run_command(train_args({{"--loss-scale-init", "0"}}), dir.path()), {"--loss-scale-init"});
+  expect_user_error(run_command(train_args({{"--loss-scale-backoff", "1.5"}}), dir.path()), {"--loss-scale-backoff"});
+  expect_user_error(run_command(train_args({{"--loss-scale-growth", "1"}}), dir.path()), {"--loss-scale-growth"});
+  expect_user_error(run_command(train_args({{"--loss-scale-interval", "0"}}), dir.path()), {"--loss-scale-interval"});
+}
+
+TEST(CliTrainConfig, MalformedDeviceMemory) {
+  ScratchDir dir;
+  expect_user_error(run_command(train_args({{"--device-memory", "lots"}}), dir.path()), {"--device-memory", "lots"});
+}
+
 TEST(CliTrainConfig, ZeroLogEvery) {
   // The message must name the flag, say what is allowed, and be short enough to read on one
   // terminal line (a range printed as 0.000000 to DBL_MAX in 309 digits is neither).
