@@ -23,6 +23,7 @@
 #include "engine/model.h"
 #include "engine/trainer.h"
 #include "optim/adamw.h"
+#include "tests/test_models.h"
 
 namespace tt::test {
 
@@ -38,15 +39,7 @@ struct MemoryCase {
 inline std::vector<MemoryCase> memory_cases() {
   std::vector<MemoryCase> cases;
   {
-    ModelConfig c;  // the seed's kind: post-norm, relu, no positions, bidirectional
-    c.vocab_size = 32;
-    c.d_model = 32;
-    c.n_head = 4;
-    c.n_layer = 2;
-    c.d_ff = 64;
-    c.max_seq_len = 16;
-    c.dropout = 0.1f;
-    cases.push_back({"post_norm_relu", c, 16});
+    cases.push_back({"post_norm_relu", test::small_model(/*max_seq_len=*/16, /*dropout=*/0.1f), 16});
   }
   {
     ModelConfig c;  // a language model's kind

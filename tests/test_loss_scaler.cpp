@@ -30,6 +30,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/cli_test_util.h"
 #include "tests/mixed_precision_util.h"
+#include "tests/test_models.h"
 
 namespace tt {
 
@@ -128,17 +129,7 @@ class RecordingBackend final : public Backend {
 // ---- helpers ----
 
 // The small model of the brief: vocab 32, d_model 32, 4 heads, 2 layers, d_ff 64, no dropout.
-ModelConfig small_config() {
-  ModelConfig c;
-  c.vocab_size = 32;
-  c.d_model = 32;
-  c.n_head = 4;
-  c.n_layer = 2;
-  c.d_ff = 64;
-  c.max_seq_len = 8;
-  c.dropout = 0.0f;
-  return c;
-}
+ModelConfig small_config() { return test::small_model(/*max_seq_len=*/8, /*dropout=*/0.0f); }
 constexpr int kB = 4, kT = 8;
 constexpr uint64_t kSeed = 5;
 

@@ -9,21 +9,12 @@
 #include "engine/init.h"
 #include "engine/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/test_models.h"
 
 namespace tt {
 namespace {
 
-ModelConfig small_config() {
-  ModelConfig c;
-  c.vocab_size = 32;
-  c.d_model = 32;
-  c.n_head = 4;
-  c.n_layer = 2;
-  c.d_ff = 64;
-  c.max_seq_len = 16;
-  c.dropout = 0.0f;
-  return c;
-}
+ModelConfig small_config() { return test::small_model(/*max_seq_len=*/16, /*dropout=*/0.0f); }
 
 // Copy task: the target at each position is the input token there. The model must route
 // each token's identity through the encoder to the head; loss starts near ln(V) = 3.47.

@@ -1,0 +1,21 @@
+// Small members of the model family that tests train in milliseconds on the CPU.
+#pragma once
+#include "engine/config.h"
+
+namespace tt::test {
+
+// The seed's kind (post-norm, relu, no positions, bidirectional) at vocab 32, d_model 32,
+// 4 heads, 2 layers, d_ff 64.
+inline ModelConfig small_model(int max_seq_len, float dropout) {
+  ModelConfig c;
+  c.vocab_size = 32;
+  c.d_model = 32;
+  c.n_head = 4;
+  c.n_layer = 2;
+  c.d_ff = 64;
+  c.max_seq_len = max_seq_len;
+  c.dropout = dropout;
+  return c;
+}
+
+}  // namespace tt::test
