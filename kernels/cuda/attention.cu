@@ -112,6 +112,50 @@ __device__ __forceinline__ QueryRow query_row(int T, int NH, bool causal) {
   return r;
 }
 
+// Pass 3 of the two query-row kernels: out_row[d] = sum over visible keys t2 of weight(t2) *
+// row_t2[d], where row_t2 is key t2's slice of qkv at part_base (v for the forward's output,
+// k for the backward's dq). Per 128-channel slab, the block streams key rows in tiles of 32
+// through shared memory; lane owns channels lane + 32 i. weight_of(tile) returns, on lane j,
+// the weight of key tile + j (0 past the visible keys); every lane of the warp calls it (the
+// warp shuffles inside), and each key's weight is broadcast by shuffle and accumulated in key
+// order (the CPU's order).
+template <typename S, typename WeightOf>
+__device__ __forceinline__ void weighted_key_rows(S* out_row, float* tile_s, const S* __restrict__ qkv,
+                                                  int64_t part_base, const QueryRow& r, int T, int64_t C3, int HS,
+                                                  WeightOf weight_of) {
+  for (int slab = 0; slab < HS; slab += kSlab) {
+    const int width = min(kSlab, HS - slab);
+    float acc[kSlabRegs];
+#pragma unroll
+    for (int i = 0; i < kSlabRegs; ++i) acc[i] = 0.0f;
+    for (int tile = 0; tile < r.block_keys; tile += kTile) {
+      __syncthreads();
+      load_tile(tile_s, width, qkv, part_base + slab, tile, T, C3, width);
+      __syncthreads();
+      if (tile < r.visible) {  // warp-uniform: the whole warp shuffles below
+        const float w = weight_of(tile);
+        const int keys = min(kTile, r.visible - tile);
+        for (int j = 0; j < keys; ++j) {
+          const float wj = __shfl_sync(kFullMask, w, j);
+          const float* row_s = tile_s + j * width;
+#pragma unroll
+          for (int i = 0; i < kSlabRegs; ++i) {
+            const int d = r.lane + kWarp * i;
+            if (d < width) acc[i] += wj * row_s[d];
+          }
+        }
+      }
+    }
+    if (r.active) {
+#pragma unroll
+      for (int i = 0; i < kSlabRegs; ++i) {
+        const int d = r.lane + kWarp * i;
+        if (d < width) out_row[slab + d] = from_float<S>(acc[i]);
+      }
+    }
+  }
+}
+
 // ---------------------------------------------------------------------------------------------
 // Forward. qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T) softmax weights before dropout
 // (masked entries 0), computed in work (B,NH,T,T) fp32; for 16-bit S also stored rounded in
@@ -190,39 +234,14 @@ __global__ void __launch_bounds__(kThreads)
   if (p > 0.0f) key = dropout.key();  // reads the step from device memory
   const float keep_scale = 1.0f / (1.0f - p);
   S* orow = out + (static_cast<int64_t>(r.b) * T + r.t) * C + r.h * HS;
-  for (int slab = 0; slab < HS; slab += kSlab) {
-    const int width = min(kSlab, HS - slab);
-    float acc[kSlabRegs];
-#pragma unroll
-    for (int i = 0; i < kSlabRegs; ++i) acc[i] = 0.0f;
-    for (int tile = 0; tile < r.block_keys; tile += kTile) {
-      __syncthreads();
-      load_tile(tile_s, width, qkv, v_base + slab, tile, T, C3, width);
-      __syncthreads();
-      if (tile < r.visible) {  // warp-uniform: the whole warp shuffles below
-        const int t2 = tile + r.lane;
-        float w = t2 < r.visible ? prow[t2] : 0.0f;  // written by this lane in pass 2 (tile % 32 == 0)
-        if (p > 0.0f) w *= warp_dropout_factor(key, dropout.index_offset + static_cast<uint64_t>(prob_row + tile), p, keep_scale, r.lane);
-        const int keys = min(kTile, r.visible - tile);
-        for (int j = 0; j < keys; ++j) {
-          const float wj = __shfl_sync(kFullMask, w, j);
-          const float* v_s = tile_s + j * width;
-#pragma unroll
-          for (int i = 0; i < kSlabRegs; ++i) {
-            const int d = r.lane + kWarp * i;
-            if (d < width) acc[i] += wj * v_s[d];
-          }
-        }
-      }
-    }
-    if (r.active) {
-#pragma unroll
-      for (int i = 0; i < kSlabRegs; ++i) {
-        const int d = r.lane + kWarp * i;
-        if (d < width) orow[slab + d] = from_float<S>(acc[i]);
-      }
-    }
-  }
+  weighted_key_rows(orow, tile_s, qkv, v_base, r, T, C3, HS, [&](int tile) {
+    const int t2 = tile + r.lane;
+    float w = t2 < r.visible ? prow[t2] : 0.0f;  // written by this lane in pass 2 (tile % 32 == 0)
+    if (p > 0.0f)
+      w *= warp_dropout_factor(key, dropout.index_offset + static_cast<uint64_t>(prob_row + tile), p, keep_scale,
+                               r.lane);
+    return w;
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -299,38 +318,10 @@ __global__ void __launch_bounds__(kThreads)
 
   // pass 3: dq = sum_t2 (dS scale) k, per slab
   S* dqrow = dqkv + (static_cast<int64_t>(r.b) * T + r.t) * C3 + r.h * HS;
-  for (int slab = 0; slab < HS; slab += kSlab) {
-    const int width = min(kSlab, HS - slab);
-    float acc[kSlabRegs];
-#pragma unroll
-    for (int i = 0; i < kSlabRegs; ++i) acc[i] = 0.0f;
-    for (int tile = 0; tile < r.block_keys; tile += kTile) {
-      __syncthreads();
-      load_tile(tile_s, width, qkv, k_base + slab, tile, T, C3, width);
-      __syncthreads();
-      if (tile < r.visible) {
-        const int t2 = tile + r.lane;
-        const float g = t2 < r.visible ? dsrow[t2] * scale : 0.0f;  // this lane's own entry
-        const int keys = min(kTile, r.visible - tile);
-        for (int j = 0; j < keys; ++j) {
-          const float gj = __shfl_sync(kFullMask, g, j);
-          const float* k_s = tile_s + j * width;
-#pragma unroll
-          for (int i = 0; i < kSlabRegs; ++i) {
-            const int d = r.lane + kWarp * i;
-            if (d < width) acc[i] += gj * k_s[d];
-          }
-        }
-      }
-    }
-    if (r.active) {
-#pragma unroll
-      for (int i = 0; i < kSlabRegs; ++i) {
-        const int d = r.lane + kWarp * i;
-        if (d < width) dqrow[slab + d] = from_float<S>(acc[i]);
-      }
-    }
-  }
+  weighted_key_rows(dqrow, tile_s, qkv, k_base, r, T, C3, HS, [&](int tile) {
+    const int t2 = tile + r.lane;
+    return t2 < r.visible ? dsrow[t2] * scale : 0.0f;  // this lane's own entry
+  });
 }
 
 // ---------------------------------------------------------------------------------------------
