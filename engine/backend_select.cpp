@@ -23,6 +23,7 @@ std::unique_ptr<Backend> open_cuda_backend(const GpuOptions& gpu) {
 #ifdef TINYTRAIN_HAVE_CUDA
   CudaOptions options;
   options.tf32 = gpu.tf32;
+  options.cudnn_attention = gpu.cudnn_attention;
   try {
     return make_cuda_backend(options);
   } catch (const std::runtime_error& e) {

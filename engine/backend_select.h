@@ -11,6 +11,7 @@ namespace tt {
 // Options that only the CUDA backend reads.
 struct GpuOptions {
   bool tf32 = false;             // --tf32: allow TF32 tensor-core GEMMs
+  bool cudnn_attention = false;  // --attention cudnn: cuDNN's fused attention where it serves the case
 };
 
 // "cpu": the CPU backend. "cuda": the CUDA backend, or InputError saying why there is none.

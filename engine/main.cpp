@@ -97,6 +97,13 @@ Placement place(const std::string& backend_choice, const std::string& device_mem
   return {kind, measurable ? available_memory(kind) : SIZE_MAX};
 }
 
+// --attention cudnn on a backend without cuDNN: one line, and its own attention runs.
+void note_attention_without_cuda(const Backend& backend, const std::string& attention) {
+  if (attention == "cudnn" && backend.name() != "cuda")
+    std::cout << "attention: the " << backend.name() << " backend has no cuDNN; tinytrain's attention kernel runs"
+              << std::endl;
+}
+
 // `tinytrain plan`: the table, and the largest batch per recompute mode. Allocates nothing.
 int run_plan(const TrainOptions& train, const Placement& where) {
   print_plan(plan_training(train, where.kind), train, where.kind, std::cout);
@@ -173,13 +180,9 @@ int main(int argc, char** argv) {
 
   try {
     set_cpu_threads(threads);
-    // cuDNN's fused attention (SDPA) takes only fp16/bf16 inputs, and the engine does not call
-    // it yet: say so and use our kernel (docs/kernels.md).
-    if (attention == "cudnn")
-      std::cout << "--attention cudnn: "
-                << (precision == "fp32" ? "cuDNN fused attention takes only fp16/bf16 inputs; this fp32 run"
-                                        : "the cuDNN fused-attention path is not built yet; this run")
-                << " uses tinytrain's attention kernel" << std::endl;
+    // --attention cudnn: the CUDA backend says, once its model is planned, whether cuDNN
+    // serves the attention (a line "attention: ..."); other backends have no cuDNN.
+    gpu.cudnn_attention = attention == "cudnn";
     train.cuda_graph = cuda_graph == "on";
     const Precision chosen_precision = parse_precision(precision);
     if (*train_cmd || *plan_cmd) {
@@ -201,10 +204,12 @@ int main(int argc, char** argv) {
       if (plan_training(train, where.kind).device_bytes() > where.available)
         throw InputError(out_of_memory_message(train, where.kind, where.available, ""));
       auto backend = select_backend(backend_choice, gpu, std::cout);
+      note_attention_without_cuda(*backend, attention);
       run_training(*backend, train, std::cout);
       return 0;
     }
     auto backend = select_backend(backend_choice, gpu, std::cout);
+    note_attention_without_cuda(*backend, attention);
     return run_verify(*backend, reference, std::cout, chosen_precision) ? 0 : 1;
   } catch (const InputError& e) {
     std::cerr << "error: " << e.what() << std::endl;

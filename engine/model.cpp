@@ -110,6 +110,7 @@ Model::Model(Backend& backend, const ModelConfig& config, int B, int T, DType ac
   d_qkv_ = a("d_qkv");
   d_probs_ = a("d_probs");
   d_h_ = a("d_h");
+  attention_note_ = backend_.use_library_attention(attention_shape(), act_dtype_, config_.dropout);
 }
 
 void Model::refresh_working_weights() {
@@ -246,7 +247,7 @@ void Model::layer_backward(int l, Tensor d, const DropoutContext& ctx) {
   // self-attention block
   backend_.dropout_backward(s1, d_res1, dropout(ctx, l, DropoutSite::AttentionOutput));
   backend_.linear_backward(s3, g.out_proj_weight, g.out_proj_bias, s1, a.att, w.out_proj_weight);
-  backend_.attention_backward(d_qkv_, d_probs_, s3, a.qkv, a.probs, attention_shape(),
+  backend_.attention_backward(d_qkv_, d_probs_, s3, a.qkv, a.att, a.probs, attention_shape(),
                               dropout(ctx, l, DropoutSite::AttentionWeights));
   const Tensor sa_in = config_.norm_first ? a.ln1 : x;
   backend_.linear_backward(s1, g.in_proj_weight, g.in_proj_bias, d_qkv_, sa_in, w.in_proj_weight);  // s1 = d sa_in

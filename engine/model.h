@@ -3,6 +3,7 @@
 // elements itself: every line below is one backend op on planned views.
 #pragma once
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "engine/arena.h"
@@ -40,6 +41,9 @@ class Model {
   // themselves in fp32): call after the masters change.
   void refresh_working_weights();
   Tensor logits() const { return logits_; }       // (B,T,V) after forward; dlogits after backward
+  // The backend's line on library attention (`--attention cudnn`), asked once at construction
+  // (Backend::use_library_attention); "" when the backend was not asked for it.
+  const std::string& attention_note() const { return attention_note_; }
   size_t bytes() const { return weights_.bytes() + activations_.bytes(); }
 
   // tokens (B,T) int32 on the backend -> logits (B,T,V)
@@ -78,6 +82,7 @@ class Model {
   int B_, T_;
   DType act_dtype_;
   Recompute recompute_;
+  std::string attention_note_;
   ParamLayout layout_;
   ArenaPlan weights_plan_, activations_plan_;
   Arena weights_, activations_;  // weights: parameters and gradients; activations: saved + scratch

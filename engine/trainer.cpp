@@ -132,6 +132,7 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
     throw InputError(out_of_memory_message(o, backend.name(), available_memory(backend.name()), e.what()));
   }
   Trainer& trainer = *owned;
+  if (!trainer.model().attention_note().empty()) log << "attention: " << trainer.model().attention_note() << std::endl;
   trainer.load_params(init_params(trainer.model().layout(), o.run.seed).data());
   std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
   const double alloc_mb = static_cast<double>(trainer.bytes()) / (1024.0 * 1024.0);

@@ -177,6 +177,7 @@ bool run_verify(Backend& backend, const std::string& path, std::ostream& out, Pr
   scaler.dynamic = precision == Precision::FP16;
   Trainer trainer(backend, config, opt, B, T, /*seed=*/0, precision, scaler);
   Model& model = trainer.model();
+  if (!model.attention_note().empty()) out << "attention: " << model.attention_note() << std::endl;
   const size_t P = layout.total();
   std::vector<float> host(P);
   auto download = [&](const Tensor& t, std::vector<float>& dst) {

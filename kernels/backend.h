@@ -83,8 +83,19 @@ class Backend {
   // kept before dropout; dropout on the weights (element index in (B,NH,T,T) order).
   virtual void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
                                  const DropoutMask& dropout) = 0;
-  // dout (B,T,C) -> dqkv (B,T,3C); dprobs (B,NH,T,T) is scratch
-  virtual void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs,
+  // Optional: run attention of this shape, storage dtype and weight dropout through a vendor
+  // library's fused kernel from now on (CUDA: cuDNN, `--attention cudnn`); other cases keep
+  // the backend's own kernels. Then `probs` (and `dprobs`) hold what that library keeps
+  // instead of the weights: for cuDNN, the (B,NH,T) fp32 row statistics in their first bytes.
+  // Returns one line for the log when the backend was asked for library attention (CUDA:
+  // CudaOptions::cudnn_attention): what will run, or why the backend's own kernel runs
+  // instead; "" when it was not asked. Call before graph capture: it may build plans.
+  virtual std::string use_library_attention(const AttentionShape& /*s*/, DType /*storage*/, float /*dropout_p*/) {
+    return "";
+  }
+  // dout (B,T,C) -> dqkv (B,T,3C); out (B,T,C) is the forward's output (a fused library
+  // backward reads it; our kernels do not); dprobs (B,NH,T,T) is scratch
+  virtual void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out, Tensor probs,
                                   const AttentionShape& s, const DropoutMask& dropout) = 0;
 
   // ---- layernorm over the last dim C ----

@@ -424,7 +424,8 @@ TEST_P(CpuAttention, BackwardMatchesFiniteDifferences) {
   // dqkv is overwritten, dprobs is scratch: NaN in either must not leak into the result
   std::vector<float> dqkv = nan_filled(qkv.size()), dprobs = nan_filled(probs.size());
   backend->attention_backward(f32_view(dqkv, qkv_shape), f32_view(dprobs, probs_shape), f32_view(R, out_shape),
-                              f32_view(qkv, qkv_shape), f32_view(probs, probs_shape), s, mask_of(key, p));
+                              f32_view(qkv, qkv_shape), f32_view(out, out_shape), f32_view(probs, probs_shape), s,
+                              mask_of(key, p));
 
   const std::vector<double> R_d = to_double(R);
   auto dqkv_fd = central_diff([&](const std::vector<double>& x) { return dot(attention_ref(x, s, p, key), R_d); },

@@ -489,7 +489,7 @@ std::vector<CaseSpec> attention_cases(DType act = DType::F32) {
                          const DropoutMask mask =
                              mask_at(v, step, drop, 0x1234abcd5678ull, 2, DropoutSite::AttentionWeights);
                          be.attention_forward(v[out], v[probs], v[qkv], s, mask);
-                         be.attention_backward(v[dqkv], v[dprobs], v[dout], v[qkv], v[probs], s, mask);
+                         be.attention_backward(v[dqkv], v[dprobs], v[dout], v[qkv], v[out], v[probs], s, mask);
                        };
                        return c;
                      }});

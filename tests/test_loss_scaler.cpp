@@ -77,9 +77,9 @@ class RecordingBackend final : public Backend {
                          const DropoutMask& dropout) override {
     inner_->attention_forward(out, probs, qkv, s, dropout);
   }
-  void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs, const AttentionShape& s,
+  void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out, Tensor probs, const AttentionShape& s,
                           const DropoutMask& dropout) override {
-    inner_->attention_backward(dqkv, dprobs, dout, qkv, probs, s, dropout);
+    inner_->attention_backward(dqkv, dprobs, dout, qkv, out, probs, s, dropout);
   }
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
                          float eps) override {

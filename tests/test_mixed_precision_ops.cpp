@@ -230,21 +230,23 @@ TEST_P(MixedPrecisionAttention, BackwardWithinOneRoundingOfStoredProbs) {
                              mask_of(key, p));
   std::vector<float> dqkv32 = nan_filled(qkv.size()), dprobs32 = nan_filled(probs32.size());
   backend->attention_backward(f32_view(dqkv32, qkv_shape), f32_view(dprobs32, probs_shape), f32_view(dout, out_shape),
-                              f32_view(qkv, qkv_shape), f32_view(probs32, probs_shape), s, mask_of(key, p));
+                              f32_view(qkv, qkv_shape), f32_view(out32, out_shape), f32_view(probs32, probs_shape), s,
+                              mask_of(key, p));
   // 16-bit forward + backward (dprobs scratch in 16 bits too, as the model plans it)
   HalfBuffer out16 = half_nan(h().dtype, out32.size()), probs16 = half_nan(h().dtype, probs32.size());
   backend->attention_forward(out16.view(out_shape), probs16.view(probs_shape), qkv16.view(qkv_shape), s,
                              mask_of(key, p));
   HalfBuffer dqkv16 = half_nan(h().dtype, qkv.size()), dprobs16 = half_nan(h().dtype, probs32.size());
   backend->attention_backward(dqkv16.view(qkv_shape), dprobs16.view(probs_shape), dout16.view(out_shape),
-                              qkv16.view(qkv_shape), probs16.view(probs_shape), s, mask_of(key, p));
+                              qkv16.view(qkv_shape), out16.view(out_shape), probs16.view(probs_shape), s,
+                              mask_of(key, p));
 
   // (1) The stored probs are the only difference: the fp32 backward on them rounds to the same bits.
   std::vector<float> probs_stored = probs16.values(), dqkv32_on_stored = nan_filled(qkv.size()),
                      scratch = nan_filled(probs32.size());
   backend->attention_backward(f32_view(dqkv32_on_stored, qkv_shape), f32_view(scratch, probs_shape),
-                              f32_view(dout, out_shape), f32_view(qkv, qkv_shape), f32_view(probs_stored, probs_shape),
-                              s, mask_of(key, p));
+                              f32_view(dout, out_shape), f32_view(qkv, qkv_shape), f32_view(out32, out_shape),
+                              f32_view(probs_stored, probs_shape), s, mask_of(key, p));
   expect_stored_rounding(label("attention bwd dqkv (fp32 bwd on stored probs)"), dqkv16, dqkv32_on_stored, h());
 
   // (2) Against the all-fp32 chain: within the first-order propagation of one rounding of P.

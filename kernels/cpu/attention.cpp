@@ -76,7 +76,7 @@ void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const A
 }
 
 // dout (B,T,C) -> dqkv (B,T,3C); dprobs (B,NH,T,T) scratch for the score gradients
-void CpuBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs,
+void CpuBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor /*out*/, Tensor probs,
                                     const AttentionShape& s, const DropoutMask& dropout) {
   Fp32Scope fp32({&dqkv, &dprobs, &dout, &qkv, &probs});  // bf16/fp16 storage: see storage.h
   const int B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS;

@@ -5,10 +5,10 @@
 // dq, dk, dv), so those match the CPU bit for bit given equal inputs (--fmad=false); only the
 // softmax row sums (warp reductions) and expf differ in rounding.
 //
-// Why not cuDNN: cuDNN's fused scaled-dot-product attention (FlashAttention-2 style SDPA) takes
-// fp16/bf16 inputs (fp8 too on Hopper and Blackwell) and no fp32 inputs; fp32 is only its
-// accumulation type (cuDNN frontend docs, "Attention", support matrix for backend 9.18.1).
-// The fp32 engine therefore uses these kernels; cuDNN is a fast path for bf16/fp16 storage.
+// cuDNN: its fused scaled-dot-product attention (FlashAttention-2 style) takes fp16/bf16
+// inputs only (fp32 is only its accumulation type), so these kernels serve fp32, and they are
+// the default for every precision. `--attention cudnn` hands bf16/fp16 cases to cuDNN instead
+// (kernels/cudnn/cudnn_attention.h; use_library_attention below dispatches).
 //
 // Every kernel reads and writes the packed layout directly: qkv (B,T,3C) holds [q|k|v] per
 // token and head h uses channels h*HS .. h*HS+HS-1 of each part. Any T (keys and queries are
@@ -453,8 +453,35 @@ size_t query_row_smem_bytes(int HS) {
 }  // namespace
 
 // qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T)
+// `--attention cudnn`: cuDNN's fused attention for this case from now on, when it can serve
+// it (kernels/cudnn/cudnn_attention.h); else one line saying why, and our kernels keep it.
+std::string CudaBackend::use_library_attention(const AttentionShape& s, DType storage, float dropout_p) {
+  const std::string ours = "; tinytrain's attention kernel runs";
+  if (!options_.cudnn_attention) return "";
+  require_not_capturing("use_library_attention");
+  try {
+    const std::string why_not = cudnn_attention_unsupported(s, storage, dropout_p);
+    if (!why_not.empty()) return why_not + ours;
+    if (!cudnn_attention_) cudnn_attention_ = make_cudnn_attention(stream_);
+    cudnn_attention_->prepare(s, storage, dropout_p);
+  } catch (const std::runtime_error& e) {
+    return std::string("cuDNN cannot serve this attention: ") + e.what() + ours;
+  }
+  return cudnn_attention_->describe() + " runs the attention" +
+         (dropout_p > 0.0f ? " (its own dropout masks: not the CPU backend's)" : "");
+}
+
+// The (B,NH,T) fp32 row statistics kept in the first bytes of a (B,NH,T,T) weights tensor.
+static Tensor row_statistics(Tensor weights, const AttentionShape& s) {
+  return Tensor{weights.data, DType::F32, Shape{s.B, s.NH, s.T}};
+}
+
 void CudaBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
                                     const DropoutMask& dropout) {
+  if (cudnn_attention_ && cudnn_attention_->prepared(s, qkv.dtype, dropout.p)) {
+    cudnn_attention_->forward(out, row_statistics(probs, s), qkv, s, dropout);
+    return;
+  }
   const unsigned blocks = row_blocks(s, "attention_forward");
   const DType dtype = shared_storage_dtype("attention_forward", {out, probs, qkv});
   const size_t smem = query_row_smem_bytes(s.HS);
@@ -471,8 +498,13 @@ void CudaBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const 
 }
 
 // dout (B,T,C) -> dqkv (B,T,3C) overwritten; dprobs (B,NH,T,T) scratch, left holding dS
-void CudaBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs,
+void CudaBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out, Tensor probs,
                                      const AttentionShape& s, const DropoutMask& dropout) {
+  if (cudnn_attention_ && cudnn_attention_->prepared(s, qkv.dtype, dropout.p)) {
+    cudnn_attention_->backward(dqkv, row_statistics(dprobs, s), dout, qkv, out, row_statistics(probs, s), s,
+                               dropout);
+    return;
+  }
   const unsigned blocks = row_blocks(s, "attention_backward");
   const DType dtype = shared_storage_dtype("attention_backward", {dqkv, dprobs, dout, qkv, probs});
   const size_t smem_dq = query_row_smem_bytes(s.HS);

@@ -61,6 +61,7 @@ void CudaBackend::release_resources() noexcept {
   if (graph_) cudaGraphDestroy(graph_);
   graph_exec_ = nullptr;
   graph_ = nullptr;
+  cudnn_attention_.reset();  // its handle, plans and workspace
   gemm_plans_.clear();  // destroys the cuBLASLt descriptors (GemmPlanDeleter, linear.cu)
   if (lt_) cublasLtDestroy(lt_);
   lt_ = nullptr;

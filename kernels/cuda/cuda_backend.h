@@ -12,12 +12,14 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cudnn/cudnn_attention.h"
 #include "kernels/workspace.h"
 
 namespace tt {
 
 struct CudaOptions {
   bool tf32 = false;            // allow TF32 tensor-core GEMMs (fp32 inputs, 10-bit mantissa products)
+  bool cudnn_attention = false; // may serve attention through cuDNN's fused kernel (use_library_attention)
 };
 
 class CudaBackend final : public Backend {
@@ -42,9 +44,10 @@ class CudaBackend final : public Backend {
   void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) override;
   void linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) override;
   void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) override;
+  std::string use_library_attention(const AttentionShape& s, DType storage, float dropout_p) override;
   void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
                          const DropoutMask& dropout) override;
-  void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs, const AttentionShape& s,
+  void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out, Tensor probs, const AttentionShape& s,
                           const DropoutMask& dropout) override;
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
                          float eps) override;
@@ -106,6 +109,8 @@ class CudaBackend final : public Backend {
   size_t lt_workspace_bytes_ = 0;
   std::map<GemmKey, std::unique_ptr<GemmPlan, GemmPlanDeleter>> gemm_plans_;
   float* attention_work_ = nullptr;  // see attention_work()
+  // cuDNN's fused attention, for the cases use_library_attention prepared (attention.cu)
+  std::unique_ptr<CudnnAttention> cudnn_attention_;
   size_t attention_work_floats_ = 0;
   // Work buffers outgrown while a captured graph may still read them: freed with the backend.
   std::vector<void*> retired_work_;

@@ -1,0 +1,515 @@
+// cuDNN's fused attention (`--attention cudnn`, kernels/cudnn/) against independent
+// references:
+//   - which cases it serves (no GPU needed);
+//   - without dropout: forward output, the saved row statistics and every gradient against
+//     the CPU backend in fp32 on the same 16-bit inputs, over awkward shapes (seq 2, 17, 67;
+//     head sizes 8 to 128; causal or not);
+//   - with dropout (cuDNN draws its own masks): the mask is read back from the forward with
+//     inputs that expose it, and the backward's gradients are computed from that mask in
+//     double, so the test shows that the backward uses the forward's mask; masks are the same
+//     for the same step and layer, differ across steps and layers, and drop a fraction p;
+//   - whole runs: verify on the committed PyTorch references with 16-bit storage, and
+//     training that is bitwise repeatable, graph or eager.
+// Without a usable GPU the GPU tests report SKIPPED; without cuDNN in the build, they say so.
+//
+// Tolerances. u is the unit roundoff of the storage type (2^-8 bf16, 2^-11 fp16). cuDNN rounds
+// the attention weights P to the storage type before P V, and the score gradients before
+// dS^T q (the operands of its tensor-core matmuls), and rounds what it stores; everything
+// else is fp32. Each output element is a sum of terms that each carry a relative error of at
+// most u (the rounded operand) and the result carries one more rounding of at most u; the
+// errors of different terms are independent roundings, so relative to the L2 norm of the
+// result they add to about u (not u times the number of terms). The bound, relative L2 error
+// < 8u (bf16 0.031, fp16 0.0039), leaves a factor of about 4 over that; a wrong mask, index or
+// scale gives relative errors of 0.1 and more. The row statistics are fp32 log-sum-exps of
+// scores that are exact products of 16-bit values summed in fp32: 1e-5 relative.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/data.h"
+#include "engine/init.h"
+#include "engine/trainer.h"
+#include "engine/verify.h"
+#include "kernels/backend.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "kernels/device_query.h"
+#include "tests/mixed_precision_util.h"
+#include "tests/op_test_util.h"
+#ifdef TINYTRAIN_HAVE_CUDA
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cudnn/cudnn_attention.h"
+#endif
+#ifdef TINYTRAIN_HAVE_CUDNN
+#include "kernels/cudnn/sdpa_graphs.h"
+#endif
+
+namespace tt {
+namespace {
+
+#ifndef TINYTRAIN_HAVE_CUDA
+
+TEST(CudnnAttention, SkippedBecauseTheBuildHasNoCuda) {
+  GTEST_SKIP() << "this build has no CUDA backend (CMake found no CUDA toolkit)";
+}
+
+#else
+
+using test::HalfBuffer;
+using test::HalfType;
+using test::kBf16;
+using test::kFp16;
+
+#ifdef TINYTRAIN_HAVE_CUDNN
+constexpr bool kBuiltWithCudnn = true;
+#else
+constexpr bool kBuiltWithCudnn = false;
+#endif
+
+// ---- which cases cuDNN serves (no GPU needed) ----
+
+TEST(CudnnAttentionSupport, ServesBf16AndFp16WithHeadSizesMultipleOf8UpTo128) {
+  if (!kBuiltWithCudnn) GTEST_SKIP() << "this build has no cuDNN";
+  for (DType dtype : {DType::BF16, DType::F16})
+    for (int hs : {8, 16, 32, 64, 128})
+      for (bool causal : {false, true})
+        EXPECT_EQ(cudnn_attention_unsupported(AttentionShape{2, 64, 4, hs, causal}, dtype, 0.1f), "")
+            << dtype_name(dtype) << " head size " << hs;
+  EXPECT_EQ(cudnn_attention_unsupported(AttentionShape{1, 2, 1, 8, true}, DType::BF16, 0.0f), "");
+}
+
+TEST(CudnnAttentionSupport, SaysWhyItCannotServeACase) {
+  if (!kBuiltWithCudnn) GTEST_SKIP() << "this build has no cuDNN";
+  auto reason = [](AttentionShape s, DType dtype) { return cudnn_attention_unsupported(s, dtype, 0.1f); };
+  EXPECT_NE(reason({16, 64, 4, 32, false}, DType::F32).find("fp32"), std::string::npos);
+  EXPECT_NE(reason({2, 16, 5, 6, false}, DType::BF16).find("head size 6"), std::string::npos);
+  EXPECT_NE(reason({2, 16, 1, 136, false}, DType::F16).find("head size 136"), std::string::npos);
+  EXPECT_NE(reason({2, 1, 4, 32, true}, DType::BF16).find("seq 1"), std::string::npos);
+  for (const std::string& r : {reason({16, 64, 4, 32, false}, DType::F32), reason({2, 16, 5, 6, false}, DType::BF16)})
+    EXPECT_EQ(r.find('\n'), std::string::npos) << "one line: " << r;
+}
+
+#ifdef TINYTRAIN_HAVE_CUDNN
+// ---- the graphs themselves, without a GPU: every tensor and operation descriptor, and the
+// operation graph, finalize (cuDNN checks attribute types, ports, shapes and dtypes here) ----
+
+struct GraphParam {
+  bool causal;
+  float dropout_p;
+  cudnnDataType_t io;
+};
+
+TEST(CudnnAttentionGraphs, DescribeAndFinalizeWithoutAGpu) {
+  for (const GraphParam& p : {GraphParam{false, 0.0f, CUDNN_DATA_BFLOAT16}, GraphParam{true, 0.0f, CUDNN_DATA_HALF},
+                              GraphParam{false, 0.1f, CUDNN_DATA_HALF}, GraphParam{true, 0.1f, CUDNN_DATA_BFLOAT16}}) {
+    const SdpaCase c{2, 64, 4, 32, p.causal, p.io, p.dropout_p};
+    const std::string label = std::string(p.causal ? "causal" : "full") + (p.dropout_p > 0 ? " dropout" : "");
+    // op counts: forward = 2 matmuls + scale + 7 softmax ops (max, sub, exp, sum, log, add,
+    // div); backward = 5 matmuls + 3 reshapes + 9 pointwise/reduction; the causal mask adds 4
+    // (two index generators, compare, select) to each; dropout adds the RNG and its
+    // multiplies: 3 forward, 5 backward
+    CudnnGraph forward, backward;
+    SdpaForwardIds fwd_ids{};
+    SdpaBackwardIds bwd_ids{};
+    ASSERT_NO_THROW(describe_sdpa_forward(forward, c, fwd_ids)) << label;
+    ASSERT_NO_THROW(describe_sdpa_backward(backward, c, bwd_ids)) << label;
+    EXPECT_EQ(forward.op_count(), 10u + (p.causal ? 4u : 0u) + (p.dropout_p > 0 ? 3u : 0u)) << label;
+    EXPECT_EQ(backward.op_count(), 17u + (p.causal ? 4u : 0u) + (p.dropout_p > 0 ? 5u : 0u)) << label;
+    EXPECT_NO_THROW(forward.operation_graph(nullptr, "forward")) << label;
+    EXPECT_NO_THROW(backward.operation_graph(nullptr, "backward")) << label;
+    // the memory operands have distinct ids; the RNG state only with dropout
+    EXPECT_EQ(fwd_ids.seed != 0, p.dropout_p > 0) << label;
+    EXPECT_EQ(bwd_ids.offset != 0, p.dropout_p > 0) << label;
+  }
+}
+#endif
+
+// ---- GPU helpers ----
+
+// The CUDA backend with cuDNN attention allowed, or a reason to skip.
+std::unique_ptr<Backend> cudnn_backend_or_skip(std::string& why) {
+  if (!kBuiltWithCudnn) {
+    why = "this build has no cuDNN";
+    return nullptr;
+  }
+  const CudaDeviceInfo gpu = query_cuda_device();
+  if (!gpu.usable) {
+    why = "no usable CUDA GPU: " + gpu.reason;
+    return nullptr;
+  }
+  CudaOptions options;
+  options.cudnn_attention = true;
+  return make_cuda_backend(options);
+}
+
+#define REQUIRE_CUDNN(backend)                         \
+  std::string why_skipped;                             \
+  auto backend = cudnn_backend_or_skip(why_skipped);   \
+  if (!backend) GTEST_SKIP() << why_skipped
+
+// A device buffer of the backend, freed with its owner.
+struct DeviceBuffer {
+  Backend& backend;
+  void* data;
+  size_t bytes;
+  DeviceBuffer(Backend& b, size_t n) : backend(b), data(b.allocate(n)), bytes(n) {}
+  ~DeviceBuffer() { backend.release(data); }
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+};
+
+std::unique_ptr<DeviceBuffer> upload(Backend& backend, const HalfBuffer& host) {
+  auto buffer = std::make_unique<DeviceBuffer>(backend, host.bits.size() * sizeof(uint16_t));
+  backend.copy_to_device(buffer->data, host.bits.data(), buffer->bytes);
+  return buffer;
+}
+
+std::vector<float> download(Backend& backend, const DeviceBuffer& buffer, DType dtype, size_t n) {
+  if (dtype == DType::F32) {
+    std::vector<float> v(n);
+    backend.copy_to_host(v.data(), buffer.data, n * sizeof(float));
+    return v;
+  }
+  HalfBuffer h{dtype, std::vector<uint16_t>(n)};
+  backend.copy_to_host(h.bits.data(), buffer.data, n * sizeof(uint16_t));
+  return h.values();
+}
+
+// ||got - want|| / ||want|| over the elements [first, first + count) of rows of `row` elements
+// taken every `stride` (one of q, k, v in a packed (N,3C) tensor: stride 3C, row C).
+double rel_l2(const std::vector<float>& got, const std::vector<double>& want, size_t first = 0, size_t row = 0,
+              size_t stride = 0) {
+  if (row == 0) row = stride = got.size();
+  double err = 0.0, norm = 0.0;
+  for (size_t base = first; base < got.size(); base += stride)
+    for (size_t i = base; i < base + row; ++i) {
+      err += (got[i] - want[i]) * (got[i] - want[i]);
+      norm += want[i] * want[i];
+    }
+  return std::sqrt(err / std::max(norm, 1e-300));
+}
+
+std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
+
+// One attention forward + backward through cuDNN on the GPU, from 16-bit inputs.
+struct CudnnRun {
+  std::vector<float> out, stats, dqkv;
+};
+
+CudnnRun run_cudnn(Backend& cuda, const AttentionShape& s, DType dtype, const std::vector<float>& qkv,
+                   const std::vector<float>& dout, const DropoutMask& mask) {
+  const int C = s.NH * s.HS;
+  const Shape qkv_shape{s.B, s.T, 3 * C}, out_shape{s.B, s.T, C}, probs_shape{s.B, s.NH, s.T, s.T};
+  auto d_qkv = upload(cuda, test::half_of(dtype, qkv));
+  auto d_dout = upload(cuda, test::half_of(dtype, dout));
+  auto d_out = upload(cuda, test::half_nan(dtype, out_shape.numel()));
+  auto d_probs = upload(cuda, test::half_nan(dtype, probs_shape.numel()));
+  auto d_dprobs = upload(cuda, test::half_nan(dtype, probs_shape.numel()));
+  auto d_dqkv = upload(cuda, test::half_nan(dtype, qkv_shape.numel()));
+  const Tensor tqkv{d_qkv->data, dtype, qkv_shape}, tout{d_out->data, dtype, out_shape};
+  const Tensor tprobs{d_probs->data, dtype, probs_shape}, tdprobs{d_dprobs->data, dtype, probs_shape};
+  cuda.attention_forward(tout, tprobs, tqkv, s, mask);
+  cuda.attention_backward(Tensor{d_dqkv->data, dtype, qkv_shape}, tdprobs, Tensor{d_dout->data, dtype, out_shape},
+                          tqkv, tout, tprobs, s, mask);
+  CudnnRun r;
+  r.out = download(cuda, *d_out, dtype, out_shape.numel());
+  r.stats = download(cuda, *d_probs, DType::F32, static_cast<size_t>(s.B) * s.NH * s.T);
+  r.dqkv = download(cuda, *d_dqkv, dtype, qkv_shape.numel());
+  return r;
+}
+
+// Whether a line of use_library_attention says that cuDNN serves the case (the other lines
+// end in "tinytrain's attention kernel runs").
+bool cudnn_serves(const std::string& line) {
+  return line.rfind("cuDNN ", 0) == 0 && line.find("tinytrain's attention kernel runs") == std::string::npos;
+}
+
+void expect_served(Backend& cuda, const AttentionShape& s, DType dtype, float p) {
+  const std::string line = cuda.use_library_attention(s, dtype, p);
+  ASSERT_TRUE(cudnn_serves(line)) << "cuDNN did not take the case: " << line;
+}
+
+// ---- without dropout: against the CPU backend in fp32 on the same 16-bit inputs ----
+
+struct ShapeCase {
+  AttentionShape s;
+  const char* name;
+};
+struct NoDropoutParam {
+  HalfType type;
+  ShapeCase shape;
+};
+void PrintTo(const NoDropoutParam& p, std::ostream* os) { *os << p.type.name << "_" << p.shape.name; }
+
+class CudnnAttentionNoDropout : public ::testing::TestWithParam<NoDropoutParam> {};
+
+TEST_P(CudnnAttentionNoDropout, MatchesTheFp32ReferenceOnTheSameInputs) {
+  REQUIRE_CUDNN(cuda);
+  const AttentionShape s = GetParam().shape.s;
+  const HalfType h = GetParam().type;
+  const int C = s.NH * s.HS;
+  const Shape qkv_shape{s.B, s.T, 3 * C}, out_shape{s.B, s.T, C}, probs_shape{s.B, s.NH, s.T, s.T};
+  const std::vector<float> qkv = test::rounded(h.dtype, test::random_floats(qkv_shape.numel(), 41, -1.5f, 1.5f));
+  const std::vector<float> dout = test::rounded(h.dtype, test::random_floats(out_shape.numel(), 42));
+  uint32_t step = 0;
+  const DropoutMask no_dropout{0.0f, 7, &step, 0, DropoutSite::AttentionWeights};
+
+  // the reference: the CPU backend in fp32 on the same (exactly widened) values
+  auto cpu = make_cpu_backend();
+  std::vector<float> qkv32 = qkv, dout32 = dout, out32(out_shape.numel()), probs32(probs_shape.numel());
+  std::vector<float> dqkv32(qkv_shape.numel()), dprobs32(probs_shape.numel());
+  cpu->attention_forward(test::f32_view(out32, out_shape), test::f32_view(probs32, probs_shape),
+                         test::f32_view(qkv32, qkv_shape), s, no_dropout);
+  cpu->attention_backward(test::f32_view(dqkv32, qkv_shape), test::f32_view(dprobs32, probs_shape),
+                          test::f32_view(dout32, out_shape), test::f32_view(qkv32, qkv_shape),
+                          test::f32_view(out32, out_shape), test::f32_view(probs32, probs_shape), s, no_dropout);
+  // the row statistics in double: log sum_j exp(score_ij) over the unmasked keys
+  std::vector<double> stats_ref(static_cast<size_t>(s.B) * s.NH * s.T);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.HS));
+  for (int b = 0; b < s.B; ++b)
+    for (int hd = 0; hd < s.NH; ++hd)
+      for (int i = 0; i < s.T; ++i) {
+        std::vector<double> scores;
+        for (int j = 0; j < (s.causal ? i + 1 : s.T); ++j) {
+          double dot = 0.0;
+          for (int d = 0; d < s.HS; ++d)
+            dot += static_cast<double>(qkv[(static_cast<size_t>(b) * s.T + i) * 3 * C + hd * s.HS + d]) *
+                   qkv[(static_cast<size_t>(b) * s.T + j) * 3 * C + C + hd * s.HS + d];
+          scores.push_back(dot * scale);
+        }
+        const double m = *std::max_element(scores.begin(), scores.end());
+        double sum = 0.0;
+        for (double x : scores) sum += std::exp(x - m);
+        stats_ref[(static_cast<size_t>(b) * s.NH + hd) * s.T + i] = m + std::log(sum);
+      }
+
+  expect_served(*cuda, s, h.dtype, 0.0f);
+  const CudnnRun r = run_cudnn(*cuda, s, h.dtype, qkv, dout, no_dropout);
+
+  const double bound = 8.0 * h.u;
+  const std::vector<double> out_ref = to_double(out32), dqkv_ref = to_double(dqkv32);
+  EXPECT_LT(rel_l2(r.out, out_ref), bound) << "out";
+  const char* parts[] = {"dq", "dk", "dv"};
+  for (int part = 0; part < 3; ++part)
+    EXPECT_LT(rel_l2(r.dqkv, dqkv_ref, static_cast<size_t>(part) * C, C, 3 * C), bound) << parts[part];
+  for (size_t i = 0; i < stats_ref.size(); ++i)
+    ASSERT_NEAR(r.stats[i], stats_ref[i], 1e-5 * std::max(1.0, std::fabs(stats_ref[i]))) << "stats row " << i;
+  for (float x : r.dqkv) ASSERT_TRUE(std::isfinite(x)) << "dqkv must be overwritten everywhere";
+}
+
+std::vector<NoDropoutParam> no_dropout_cases() {
+  const ShapeCase shapes[] = {
+      {{2, 64, 4, 32, false}, "seed_B2_T64_NH4_HS32"},
+      {{2, 64, 4, 32, true}, "causal_B2_T64_NH4_HS32"},
+      {{2, 17, 2, 8, false}, "B2_T17_NH2_HS8"},
+      {{1, 67, 2, 64, true}, "causal_B1_T67_NH2_HS64"},
+      {{1, 33, 1, 128, false}, "B1_T33_NH1_HS128"},
+      {{3, 2, 3, 16, true}, "causal_B3_T2_NH3_HS16"},
+  };
+  std::vector<NoDropoutParam> cases;
+  for (const HalfType& h : {kBf16, kFp16})
+    for (const ShapeCase& sc : shapes) cases.push_back({h, sc});
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, CudnnAttentionNoDropout, ::testing::ValuesIn(no_dropout_cases()),
+                         [](const auto& info) {
+                           std::ostringstream name;
+                           PrintTo(info.param, &name);
+                           return name.str();
+                         });
+
+// ---- with dropout: cuDNN's own masks, shared by its forward and backward ----
+//
+// With q = 0 every score is 0, so P = 1/T on every key, and with v_j the one-hot vector of
+// channel j (T <= HS), output channel j of query i is P_ij * M_ij / (1-p) = M_ij / (T (1-p)):
+// the forward's output spells out its dropout mask M. The gradients then follow in double
+// from that mask: dV_j = sum_i P_ij M_ij/(1-p) dO_i, dS_ij = P_ij (dP_ij M_ij/(1-p) - D_i)
+// scale with dP = dO V^T and D_i = dO_i . O_i, dQ = dS K, and dK = dS^T Q = 0.
+
+class CudnnAttentionDropout : public ::testing::TestWithParam<HalfType> {};
+
+struct DropoutProbe {
+  AttentionShape s{2, 32, 2, 64, false};
+  float p = 0.25f;
+  std::vector<float> qkv, dout;
+
+  explicit DropoutProbe(DType dtype) {
+    const int C = s.NH * s.HS;
+    qkv.assign(static_cast<size_t>(s.B) * s.T * 3 * C, 0.0f);
+    std::vector<float> k = test::random_floats(qkv.size(), 51, -1.0f, 1.0f);
+    for (int b = 0; b < s.B; ++b)
+      for (int t = 0; t < s.T; ++t)
+        for (int h = 0; h < s.NH; ++h) {
+          const size_t row = (static_cast<size_t>(b) * s.T + t) * 3 * C + h * s.HS;
+          for (int d = 0; d < s.HS; ++d) qkv[row + C + d] = test::round_to(dtype, k[row + C + d]);
+          qkv[row + 2 * C + t] = 1.0f;  // v_t: one-hot on channel t of its head
+        }
+    dout = test::rounded(dtype, test::random_floats(static_cast<size_t>(s.B) * s.T * C, 52));
+  }
+  // M_ij of head h, batch b, from the forward output: kept where the output is nonzero.
+  std::vector<int> mask(const std::vector<float>& out) const {
+    const int C = s.NH * s.HS;
+    std::vector<int> m(static_cast<size_t>(s.B) * s.NH * s.T * s.T);
+    for (int b = 0; b < s.B; ++b)
+      for (int h = 0; h < s.NH; ++h)
+        for (int i = 0; i < s.T; ++i)
+          for (int j = 0; j < s.T; ++j)
+            m[((static_cast<size_t>(b) * s.NH + h) * s.T + i) * s.T + j] =
+                out[(static_cast<size_t>(b) * s.T + i) * C + h * s.HS + j] != 0.0f;
+    return m;
+  }
+};
+
+TEST_P(CudnnAttentionDropout, BackwardUsesTheForwardsMask) {
+  REQUIRE_CUDNN(cuda);
+  const HalfType h = GetParam();
+  const DropoutProbe probe(h.dtype);
+  const AttentionShape& s = probe.s;
+  const int C = s.NH * s.HS, T = s.T;
+  uint32_t* step = static_cast<uint32_t*>(cuda->allocate(sizeof(uint32_t)));
+  const DropoutMask mask{probe.p, 1234, step, 1, DropoutSite::AttentionWeights};
+  expect_served(*cuda, s, h.dtype, probe.p);
+  const CudnnRun r = run_cudnn(*cuda, s, h.dtype, probe.qkv, probe.dout, mask);
+  cuda->release(step);
+  const std::vector<int> m = probe.mask(r.out);
+
+  // the kept weights are 1/(T(1-p)), rounded to the storage type
+  const float kept = test::round_to(h.dtype, static_cast<float>(1.0 / (T * (1.0 - probe.p))));
+  size_t dropped = 0;
+  for (int b = 0; b < s.B; ++b)
+    for (int i = 0; i < T; ++i)
+      for (int c = 0; c < C; ++c) {
+        const float o = r.out[(static_cast<size_t>(b) * T + i) * C + c];
+        if (c % s.HS < T) {
+          ASSERT_TRUE(o == 0.0f || o == kept) << "out " << o << " at b " << b << " i " << i << " c " << c;
+        } else {
+          ASSERT_EQ(o, 0.0f);
+        }
+      }
+  for (int x : m) dropped += x == 0;
+  // binomial: n = 4096 draws, p = 0.25, sd = 27.7; 5 sd is 0.034 of the fraction
+  const double n = static_cast<double>(m.size());
+  EXPECT_NEAR(dropped / n, probe.p, 5.0 * std::sqrt(probe.p * (1 - probe.p) / n));
+
+  // the gradients from that mask, in double
+  const double keep = 1.0 / (1.0 - probe.p), scale = 1.0 / std::sqrt(static_cast<double>(s.HS)), P = 1.0 / T;
+  std::vector<double> dqkv_ref(r.dqkv.size(), 0.0);
+  for (int b = 0; b < s.B; ++b)
+    for (int hd = 0; hd < s.NH; ++hd) {
+      auto at = [&](int t, int part, int d) { return (static_cast<size_t>(b) * T + t) * 3 * C + part * C + hd * s.HS + d; };
+      auto dO = [&](int t, int d) { return static_cast<double>(probe.dout[(static_cast<size_t>(b) * T + t) * C + hd * s.HS + d]); };
+      auto M = [&](int i, int j) { return m[((static_cast<size_t>(b) * s.NH + hd) * T + i) * T + j]; };
+      for (int i = 0; i < T; ++i) {
+        double D = 0.0;  // dO_i . O_i, with O_ij = P M_ij keep on channel j
+        for (int j = 0; j < T; ++j) D += dO(i, j) * P * M(i, j) * keep;
+        for (int j = 0; j < T; ++j) {
+          // dP_ij = dO_i . v_j = dO_i[j]
+          const double dS = P * (dO(i, j) * M(i, j) * keep - D) * scale;
+          for (int d = 0; d < s.HS; ++d) dqkv_ref[at(i, 0, d)] += dS * probe.qkv[at(j, 1, d)];
+          for (int d = 0; d < s.HS; ++d) dqkv_ref[at(j, 2, d)] += P * M(i, j) * keep * dO(i, d);
+        }
+      }
+    }
+  const double bound = 8.0 * h.u;
+  EXPECT_LT(rel_l2(r.dqkv, dqkv_ref, 0, C, 3 * C), bound) << "dq";
+  EXPECT_LT(rel_l2(r.dqkv, dqkv_ref, 2 * C, C, 3 * C), bound) << "dv";
+  for (size_t base = C; base < r.dqkv.size(); base += 3 * C)
+    for (int c = 0; c < C; ++c) ASSERT_EQ(r.dqkv[base + c], 0.0f) << "dk = dS^T q with q = 0";
+}
+
+TEST_P(CudnnAttentionDropout, MasksRepeatForTheSameStepAndLayerAndDifferOtherwise) {
+  REQUIRE_CUDNN(cuda);
+  const HalfType h = GetParam();
+  const DropoutProbe probe(h.dtype);
+  uint32_t* step = static_cast<uint32_t*>(cuda->allocate(sizeof(uint32_t)));
+  expect_served(*cuda, probe.s, h.dtype, probe.p);
+  auto mask_of = [&](uint32_t at_step, uint32_t layer) {
+    cuda->copy_to_device(step, &at_step, sizeof(at_step));
+    const DropoutMask mask{probe.p, 1234, step, layer, DropoutSite::AttentionWeights};
+    return probe.mask(run_cudnn(*cuda, probe.s, h.dtype, probe.qkv, probe.dout, mask).out);
+  };
+  const std::vector<int> base = mask_of(3, 0);
+  EXPECT_EQ(mask_of(3, 0), base);
+  for (const auto& other : {mask_of(4, 0), mask_of(3, 1)}) {
+    size_t differ = 0;
+    for (size_t i = 0; i < base.size(); ++i) differ += base[i] != other[i];
+    // independent masks differ in a fraction 2p(1-p) = 0.375 of places (1536 of 4096, sd 31)
+    EXPECT_GT(differ, base.size() / 4) << "masks of another step or layer must be independent";
+  }
+  cuda->release(step);
+}
+
+INSTANTIATE_TEST_SUITE_P(Types, CudnnAttentionDropout, ::testing::Values(kBf16, kFp16),
+                         [](const auto& info) { return std::string(info.param.name); });
+
+// ---- whole runs ----
+
+// verify on the committed PyTorch references (dropout 0) with 16-bit storage and cuDNN
+// attention, where cuDNN serves the head size (odd_sizes has head size 6: our kernel runs,
+// and the line says so).
+TEST(CudnnAttentionTraining, VerifyPassesTheCommittedReferences) {
+  REQUIRE_CUDNN(cuda);
+  for (Precision precision : {Precision::BF16, Precision::FP16})
+    for (const char* name : {"seed_small", "prenorm_gelu_causal_learned", "odd_sizes"}) {
+      std::ostringstream out;
+      const std::string path = std::string(TINYTRAIN_SOURCE_DIR "/tests/data/") + name + ".safetensors";
+      EXPECT_TRUE(run_verify(*cuda, path, out, precision)) << out.str();
+      const std::string text = out.str();
+      const size_t line = text.find("attention: ");
+      ASSERT_NE(line, std::string::npos) << "verify must say which attention runs:\n" << text;
+      const std::string note = text.substr(line + 11, text.find('\n', line) - line - 11);
+      EXPECT_EQ(cudnn_serves(note), std::string(name) != "odd_sizes") << note;
+    }
+}
+
+struct TrainingRun {
+  std::vector<double> losses;
+  std::vector<float> params;
+  std::string attention_note;
+};
+
+// The seed workload (dropout 0.1) in bf16 for `steps` steps.
+TrainingRun train_bf16(Backend& backend, int steps, bool use_graph) {
+  const int B = 16, T = 64;
+  const int64_t seed = 1337;
+  const ModelConfig config;
+  AdamWConfig opt;
+  opt.lr = 1e-4;
+  Trainer trainer(backend, config, opt, B, T, seed, Precision::BF16, LossScalerConfig{});
+  trainer.load_params(init_params(trainer.model().layout(), seed).data());
+  TrainingRun run;
+  run.attention_note = trainer.model().attention_note();
+  std::vector<int32_t> x(B * T), y(B * T);
+  for (int s = 0; s < steps; ++s) {
+    random_batch(seed, s, B, T, config.vocab_size, x.data(), y.data());
+    trainer.load_batch(x.data(), y.data(), s);
+    trainer.train_step(use_graph);
+    run.losses.push_back(trainer.read_loss());
+  }
+  run.params.resize(trainer.model().params().numel());
+  backend.copy_to_host(run.params.data(), trainer.model().params().data, trainer.model().params().bytes());
+  return run;
+}
+
+TEST(CudnnAttentionTraining, TwoRunsGiveTheSameBitsGraphOrEager) {
+  REQUIRE_CUDNN(cuda);
+  const TrainingRun a = train_bf16(*cuda, 20, true), b = train_bf16(*cuda, 20, true), eager = train_bf16(*cuda, 20, false);
+  ASSERT_TRUE(cudnn_serves(a.attention_note)) << a.attention_note;
+  EXPECT_EQ(a.losses, b.losses);
+  EXPECT_EQ(a.params, b.params);
+  EXPECT_EQ(a.losses, eager.losses);
+  EXPECT_EQ(a.params, eager.params);
+  for (double loss : a.losses) EXPECT_TRUE(std::isfinite(loss));
+}
+
+#endif  // TINYTRAIN_HAVE_CUDA
+
+}  // namespace
+}  // namespace tt
