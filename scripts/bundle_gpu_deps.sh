@@ -8,6 +8,9 @@
 #   .gpu-deps/include/nlohmann/          from /usr/include/nlohmann       (header-only)
 #   .gpu-deps/include/CLI/               from /usr/include/CLI            (header-only)
 #   .gpu-deps/include/openblas/          cblas.h, openblas_config.h, f77blas.h (OpenMP build)
+#   .gpu-deps/include/cudnn/             cudnn_graph.h, cudnn_version.h from /usr/local/cuda
+#                                        (the backend API the cuDNN attention uses), for a
+#                                        GPU machine whose cuDNN wheel ships no headers
 #   .gpu-deps/lib/libopenblas.so.0.tar.xz  Debian's OpenMP OpenBLAS, under its soname, xz'd:
 #                                        36.5 MB raw would put the bundle over 40 MiB; CMake
 #                                        unpacks it into the build folder at configure time
@@ -44,6 +47,11 @@ mkdir -p "$tmp/include/openblas" "$tmp/lib/fallback"
 # -L: copy what links point to, under the link's name.
 cp -rL /usr/include/nlohmann "$tmp/include/nlohmann"
 cp -rL /usr/include/CLI "$tmp/include/CLI"
+cudnn_inc=/usr/local/cuda/include
+if [ -f "$cudnn_inc/cudnn_graph.h" ]; then
+  mkdir -p "$tmp/include/cudnn"
+  cp -L "$cudnn_inc/cudnn_graph.h" "$cudnn_inc/cudnn_version.h" "$tmp/include/cudnn/"
+fi
 cp -L "$blas_inc"/*.h "$tmp/include/openblas/"
 cp -rL /usr/src/googletest "$tmp/googletest"
 

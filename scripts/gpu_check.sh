@@ -15,13 +15,15 @@
 #   (b) configure + build for sm_90 (SASS + compute_90 PTX) with -j16, against .gpu-deps/
 #       when it is there; checks that the binary holds sm_90 code and finds its libraries
 #   (c) ctest -j8 (2 OpenMP threads per test, per-test timeout): passed / failed / skipped,
-#       failing names; the CUDA tests must run, not skip
+#       failing names; the CUDA (and cuDNN) tests must run, not skip
 #   (d) tinytrain verify --backend cuda on every tests/data/*.safetensors and on a fresh
 #       full-size seed reference from this machine's PyTorch (seed 1; the next seed if
-#       make_reference.py refuses one as ill-conditioned): pass/fail and the worst row
+#       make_reference.py refuses one as ill-conditioned), the latter also with bf16 storage
+#       and --attention cudnn: pass/fail, the worst row, which attention ran
 #   (e) tools/bench_gpu.py: the seed workload and a larger GEMM-bound config (d_model 768,
-#       12 layers, seq 1024), tinytrain fp32/bf16/fp16 vs PyTorch eager fp32 / autocast
-#       bf16 / fp16 and torch.compile: ms/step, tokens/s, TFLOP/s, MFU vs a measured bf16 peak
+#       12 layers, seq 1024), tinytrain fp32/bf16/fp16 (bf16 also with cuDNN attention) vs
+#       PyTorch eager fp32 / autocast bf16 / fp16 and torch.compile: ms/step, tokens/s,
+#       TFLOP/s, MFU vs a measured bf16 peak
 # Exit status 0 only when every step passed and no CUDA test was skipped.
 #
 # Testing without a GPU: every step is recorded as failed or skipped, the JSON is still
@@ -71,8 +73,26 @@ done
 SUMMARY_PY=$(command -v python3 || command -v python || true)
 DEPS=""
 [ -d "$root/.gpu-deps/include" ] && DEPS="$root/.gpu-deps"
-export NVCC PY DEPS jobs
-echo "gpu_check: nvcc ${NVCC:-none}, python with torch ${PY:-none}, bundle ${DEPS:-none}, build $BUILD"
+# cuDNN (for --attention cudnn): next to the toolkit, else the one in PyTorch's wheels
+# (site-packages/nvidia/cudnn/lib/libcudnn.so.9; its headers, if the wheel has none, come
+# from the bundle). Its folder goes on LD_LIBRARY_PATH: libcudnn.so.9 loads its engine
+# libraries from there at run time.
+CUDNN_DIR=""
+if [ -n "$NVCC" ] && ls "$(dirname "$(dirname "$NVCC")")"/lib*/libcudnn.so.9 >/dev/null 2>&1; then
+  CUDNN_DIR=$(dirname "$(dirname "$NVCC")")
+elif [ -n "$PY" ]; then
+  CUDNN_DIR=$("$PY" -c 'import glob, os, site
+dirs = site.getsitepackages() + [site.getusersitepackages()]
+hits = [h for d in dirs for h in sorted(glob.glob(os.path.join(d, "nvidia", "cudnn*", "lib", "libcudnn.so.9")))]
+print(os.path.dirname(os.path.dirname(hits[0])) if hits else "")' 2>/dev/null)
+fi
+if [ -n "$CUDNN_DIR" ]; then
+  for lib in "$CUDNN_DIR"/lib64 "$CUDNN_DIR"/lib; do
+    [ -d "$lib" ] && export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  done
+fi
+export NVCC PY DEPS jobs CUDNN_DIR
+echo "gpu_check: nvcc ${NVCC:-none}, python with torch ${PY:-none}, bundle ${DEPS:-none}, cuDNN ${CUDNN_DIR:-none}, build $BUILD"
 
 # ---- running steps --------------------------------------------------------------------------
 # step NAME CAP_S FUNCTION [ARGS...]: run FUNCTION in its own bash under `timeout`, the limit
@@ -157,6 +177,7 @@ s_configure() {
   if command -v ninja >/dev/null; then args+=(-G Ninja); fi
   [ -n "$NVCC" ] && args+=(-DCMAKE_CUDA_COMPILER="$NVCC")
   [ -n "$DEPS" ] && args+=(-DTINYTRAIN_DEPS_DIR="$DEPS")
+  [ -n "$CUDNN_DIR" ] && args+=(-DCUDNN_ROOT="$CUDNN_DIR")
   # A folder configured by another generator cannot be reused.
   if [ -f "$BUILD/CMakeCache.txt" ] && command -v ninja >/dev/null &&
      ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$BUILD/CMakeCache.txt"; then
@@ -165,7 +186,7 @@ s_configure() {
   cmake --version | head -1
   echo "cmake ${args[*]}"
   cmake "${args[@]}" || return $?
-  grep -E '^(TINYTRAIN_DEPS_DIR|CMAKE_CUDA_COMPILER|CMAKE_CUDA_ARCHITECTURES|CMAKE_CXX_COMPILER):' "$BUILD/CMakeCache.txt"
+  grep -E '^(TINYTRAIN_DEPS_DIR|CMAKE_CUDA_COMPILER|CMAKE_CUDA_ARCHITECTURES|CMAKE_CXX_COMPILER|CUDNN_LIBRARY|CUDNN_INCLUDE_DIR):' "$BUILD/CMakeCache.txt"
   # Without a CUDA compiler the build silently leaves the CUDA parts out: that is a failure here.
   grep -Eq '^CMAKE_CUDA_COMPILER:[A-Z]*=.*nvcc$' "$BUILD/CMakeCache.txt" ||
     { echo "ERROR: configured without CUDA (no nvcc found)"; return 1; }
@@ -180,6 +201,7 @@ s_binary() {  # what the build holds: CUDA code for sm_90 + PTX, and its librari
   echo "--- ldd"
   ldd "$bin"
   if ldd "$bin" | grep -q "not found"; then echo "ERROR: unresolved libraries"; rc=1; fi
+  ldd "$bin" | grep -q libcudnn || echo "NOTE: built without cuDNN: --attention cudnn falls back to our kernel"
   cuobjdump=$(dirname "${NVCC:-/nonexistent}")/cuobjdump
   [ -x "$cuobjdump" ] || cuobjdump=$(command -v cuobjdump || true)
   if [ -n "$cuobjdump" ]; then
@@ -220,9 +242,9 @@ export -f s_ctest
 step ctest 240 s_ctest
 
 # ---- (d) verify on the GPU ------------------------------------------------------------------
-s_verify() {  # s_verify REFERENCE
+s_verify() {  # s_verify REFERENCE [FLAGS...]
   [ -x "$BUILD/tinytrain" ] || { echo "no $BUILD/tinytrain"; return 1; }
-  "$BUILD/tinytrain" verify --backend cuda "$1"
+  "$BUILD/tinytrain" verify --backend cuda "$@"
 }
 s_make_reference() {  # seed 1, or the next seed when make_reference.py refuses it (exit 3)
   [ -n "$PY" ] || { echo "no python3 with torch"; return 1; }
@@ -245,6 +267,9 @@ done
 rm -f "$BUILD/gpu_check_refs/seed_full_size.safetensors"
 if step make_reference 120 s_make_reference; then
   step verify_cuda.seed_full_size 60 s_verify "$BUILD/gpu_check_refs/seed_full_size.safetensors"
+  # cuDNN's fused attention against the same PyTorch reference, with bf16 storage
+  step verify_cuda.cudnn_bf16.seed_full_size 60 s_verify "$BUILD/gpu_check_refs/seed_full_size.safetensors" \
+    --precision bf16 --attention cudnn
 else
   skip verify_cuda.seed_full_size "no fresh reference"
 fi
@@ -329,7 +354,7 @@ if "binary" in by:
             nums[key] = int(m.group(1))
     nums["unresolved_libraries"] = re.findall(r"^\s*(\S+) => not found", t, re.M)
     libs = {}
-    for lib in ("libopenblas", "libgfortran", "libcudart", "libcublasLt", "libgomp"):
+    for lib in ("libopenblas", "libgfortran", "libcudart", "libcublasLt", "libcudnn", "libgomp"):
         m = re.search(r"^\s*(" + lib + r"\S*) => (\S+)", t, re.M)
         if m:
             libs[m.group(1)] = m.group(2)
@@ -353,7 +378,7 @@ if "ctest" in by:
     passed = sorted(n for n, r in res.items() if r == "Passed")
     skipped = sorted(n for n, r in res.items() if r == "Skipped")
     failed = sorted(n for n, r in res.items() if r not in ("Passed", "Skipped"))
-    cuda = {n: r for n, r in res.items() if "cuda" in n.lower()}
+    cuda = {n: r for n, r in res.items() if "cuda" in n.lower() or "cudnn" in n.lower()}
     m = re.search(r"(\d+)% tests passed, (\d+) tests failed out of (\d+)", t)
     planned = re.search(r"^\s*\d+/(\d+) Test\s+#", t, re.M)
     c = {"passed": len(passed), "failed": len(failed), "skipped": len(skipped),
@@ -388,6 +413,9 @@ for s in steps:
          "rows": len(rows), "failed_rows": [r["row"] for r in rows if not r["ok"]][:20]}
     if rows:
         v["worst"] = max(rows, key=lambda r: r["err_over_tol"])
+    m = re.search(r"^attention: (.*)$", t, re.M)
+    if m:
+        v["attention"] = m.group(1)
     if not rows:
         v["error"] = "\n".join(t.strip().splitlines()[-3:])
     s["numbers"] = v

@@ -13,6 +13,8 @@ Configs (--configs seed,large):
 Rows (each a separate process doing the same training, AdamW lr 1e-4, data on the device):
   tinytrain-graph-{fp32,bf16,fp16}  <tinytrain> train --backend cuda --precision P --cuda-graph on
   tinytrain-nograph-fp32            the same with --cuda-graph off (seed only)
+  tinytrain-cudnn-bf16              tinytrain-graph-bf16 with --attention cudnn (cuDNN's fused
+                                    attention; the run's "attention:" line says whether it served)
   torch-eager-fp32                  <python> examples/seed_pytorch.py --device cuda (no TF32)
   torch-eager-{bf16,fp16}           the same with --amp bf16|fp16 (torch.autocast around forward
                                     + loss; fp16 with a GradScaler: init 65536, growth 2,
@@ -123,10 +125,11 @@ def hand_count_flops(m, batch, seq):
 # ---------------------------------------------------------------------------------------
 ROWS = {
     "seed": ("tinytrain-graph-fp32", "tinytrain-nograph-fp32", "tinytrain-graph-bf16",
-             "tinytrain-graph-fp16", "torch-eager-fp32", "torch-eager-bf16", "torch-eager-fp16",
-             "torch-compile-fp32"),
+             "tinytrain-graph-fp16", "tinytrain-cudnn-bf16", "torch-eager-fp32", "torch-eager-bf16",
+             "torch-eager-fp16", "torch-compile-fp32"),
     "large": ("tinytrain-graph-fp32", "tinytrain-graph-bf16", "tinytrain-graph-fp16",
-              "torch-eager-fp32", "torch-eager-bf16", "torch-eager-fp16", "torch-compile-bf16"),
+              "tinytrain-cudnn-bf16", "torch-eager-fp32", "torch-eager-bf16", "torch-eager-fp16",
+              "torch-compile-bf16"),
 }
 ALL_ROWS = sorted({r for rows in ROWS.values() for r in rows})
 
@@ -182,7 +185,9 @@ def command(a, c, row, tt_warmup):
     if engine == "tinytrain":
         cmd = [os.path.abspath(a.tinytrain), "train", "--backend", "cuda"] + shape_flags(c) + [
             "--steps", str(c["steps"]), "--log-every", str(c["window"]), "--precision", prec,
-            "--cuda-graph", "on" if mode == "graph" else "off"]
+            "--cuda-graph", "off" if mode == "nograph" else "on"]
+        if mode == "cudnn":
+            cmd += ["--attention", "cudnn"]
         if tt_warmup:
             cmd += ["--warmup", str(c["warmup"])]
         return cmd + shlex.split(a.tinytrain_extra)
@@ -201,10 +206,13 @@ def command(a, c, row, tt_warmup):
 def parse_output(output):
     """{'steps', 'tokens_per_s', 'ms_per_step'} from the last `done:` line (None if there is
     none) plus 'last_step'/'last_loss' from the last `step N | loss L` line and, for fp16,
-    'loss_scale' (+ tinytrain's 'skipped_steps')."""
-    done = last = scale = None
+    'loss_scale' (+ tinytrain's 'skipped_steps') and tinytrain's 'attention' line (which
+    attention kernel ran, with --attention cudnn)."""
+    done = last = scale = attention = None
     for line in output.splitlines():
         line = line.strip()
+        if line.startswith("attention: "):
+            attention = line[len("attention: "):]
         m = DONE_RE.match(line)
         if m:
             done = {"steps": int(m.group(1)), "tokens_per_s": float(m.group(2)),
@@ -222,6 +230,8 @@ def parse_output(output):
         done["last_step"], done["last_loss"] = last
     if done is not None and scale is not None:
         done.update(scale)
+    if done is not None and attention is not None:
+        done["attention"] = attention
     return done
 
 
@@ -389,7 +399,7 @@ def build_json(a, cfgs, order, runs, cmds, peak, skipped, complete, t0):
             "ms_per_step": b.get("ms_per_step"), "tokens_per_s": b.get("tokens_per_s"),
             "tflops": d["tflops"], "mfu": d["mfu"], "frac_of_fp32_peak": d["frac_of_fp32_peak"],
             "last_loss": b.get("last_loss"), "loss_scale": b.get("loss_scale"),
-            "skipped_steps": b.get("skipped_steps"),
+            "skipped_steps": b.get("skipped_steps"), "attention": b.get("attention"),
             "vs_pytorch_eager": ratio(b, eager), "vs_torch_compile": ratio(b, comp),
             "error": b.get("error"), "command": cmds[key], "runs": rs,
         }
@@ -456,6 +466,8 @@ def print_tables(result, cfgs):
             loss = f"{e['last_loss']:.4f}" if e["last_loss"] is not None else "-"
             print(f"{row:<24} {e['ms_per_step']:9.3f} {e['tokens_per_s']:12.1f} "
                   f"{e['tflops']:8.2f} {mfu:>6} {cols[0]:>9} {cols[1]:>10} {loss:>10}")
+            if e.get("attention") and row_parts(row)[1] == "cudnn":
+                print(f"{'':<24} attention: {e['attention']}")
     print()
     print("TFLOP/s: (6 * P_mm * batch * seq + 12 * n_layer * seq^2 * d_model * batch) / step "
           "time, P_mm = n_layer * (4 d_model^2 + 2 d_model d_ff) + d_model vocab")
