@@ -619,6 +619,23 @@ TEST(CliTrainGood, BackendCpuPrintsNoBackendLine) {
   EXPECT_EQ(lines[0].rfind("step   0 | loss ", 0), 0u);
 }
 
+// --attention cudnn on the CPU backend: one line saying our kernel runs, then normal training.
+TEST(CliTrainGood, AttentionCudnnOnTheCpuSaysOurKernelRuns) {
+  ScratchDir dir;
+  const CliResult r =
+      run_command(train_args({{"--attention", "cudnn"}, {"--steps", "1"}, {"--log-every", "1"}}), dir.path());
+  SCOPED_TRACE(r.describe());
+  ASSERT_TRUE(r.exited && r.exit_code == 0);
+  const std::vector<std::string> lines = r.out_lines();
+  ASSERT_EQ(lines.size(), 2u);
+  EXPECT_EQ(lines[0], "attention: the cpu backend has no cuDNN; tinytrain's attention kernel runs");
+  EXPECT_EQ(lines[1].rfind("step   0 | loss ", 0), 0u);
+}
+
+TEST(CliTrainBad, UnknownAttention) {
+  expect_train_config_error({{"--attention", "flash"}}, {"--attention", "flash"});
+}
+
 TEST(CliTrainBad, BackendCudaWithoutGpu) {
   if (machine_has_gpu()) GTEST_SKIP() << "this machine has a GPU";
   ScratchDir dir;

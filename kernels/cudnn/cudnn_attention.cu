@@ -19,14 +19,15 @@ namespace tt {
 namespace {
 
 constexpr int kMaxHeadSize = 128;  // cuDNN's fused backward on sm_80/sm_90 (frontend support surface)
+constexpr int kRngOffsetSlot = 2;  // int64 slots: the offset 16 bytes after the seed
 
-// cuDNN's dropout RNG state for one attention call: state[0] the Philox seed, state[1] the
-// offset. The seed (host) names the mask site (run seed, layer, micro-batch rows); the offset
+// cuDNN's dropout RNG state for one attention call: the Philox seed at state[0], the offset
+// at state[kRngOffsetSlot] (16 bytes on: every operand is 16-byte aligned). The seed (host) names the mask site (run seed, layer, micro-batch rows); the offset
 // moves one whole mask (numel draws) per training step, read from device memory so that one
 // captured CUDA graph serves every step. One thread: two integers.
 __global__ void sdpa_rng_state_kernel(int64_t* state, uint64_t site_seed, const uint32_t* step, uint64_t numel) {
   state[0] = static_cast<int64_t>(site_seed);
-  state[1] = static_cast<int64_t>(static_cast<uint64_t>(*step) * numel);
+  state[kRngOffsetSlot] = static_cast<int64_t>(static_cast<uint64_t>(*step) * numel);
 }
 
 // SplitMix64's finaliser: distinct inputs -> well-spread, distinct-looking seeds.
@@ -56,7 +57,7 @@ class CudnnAttentionImpl final : public CudnnAttention {
     cudnn_check(cudnnCreate(&handle_), "cudnnCreate");
     try {
       cudnn_check(cudnnSetStream(handle_, stream_), "cudnnSetStream");
-      CUDA_CHECK(cudaMalloc(&rng_state_, 2 * sizeof(int64_t)));
+      CUDA_CHECK(cudaMalloc(&rng_state_, (kRngOffsetSlot + 1) * sizeof(int64_t)));
     } catch (...) {
       release();
       throw;
@@ -162,7 +163,7 @@ class CudnnAttentionImpl final : public CudnnAttention {
     sdpa_rng_state_kernel<<<1, 1, 0, stream_>>>(rng_state_, site_seed, dropout.step, numel);
     CUDA_CHECK(cudaGetLastError());
     pointers[seed_id] = rng_state_;
-    pointers[offset_id] = rng_state_ + 1;
+    pointers[offset_id] = rng_state_ + kRngOffsetSlot;
   }
 
   // cuDNN was told every operand is 16-byte aligned (cudnn_graph.cpp).
