@@ -10,8 +10,6 @@
 #include <sstream>
 #include <vector>
 
-#include "engine/data.h"
-#include "engine/init.h"
 #include "engine/trainer.h"
 #include "engine/verify.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -20,6 +18,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #endif
 #include "tests/cuda_test_util.h"
+#include "tests/training_run_util.h"
 
 namespace tt {
 namespace {
@@ -37,30 +36,10 @@ TEST(CudaTraining, VerifyPassesEveryCommittedReference) {
   EXPECT_GE(checked, 3);
 }
 
-struct TrainingRun {
-  std::vector<double> losses;  // every step's loss
-  std::vector<float> params;   // after the last step
-};
+using test::TrainingRun;
 
-// The seed workload's loop (random tokens, dropout on) for `steps` steps on `backend`.
-TrainingRun train(Backend& backend, int steps, bool use_graph, const ModelConfig& config = ModelConfig{}) {
-  const int B = 16, T = 64;
-  const int64_t seed = 1337;
-  AdamWConfig opt;
-  opt.lr = 1e-4;
-  Trainer trainer(backend, config, opt, B, T, seed);
-  trainer.load_params(init_params(trainer.model().layout(), seed).data());
-  std::vector<int32_t> x(B * T), y(B * T);
-  TrainingRun run;
-  for (int s = 0; s < steps; ++s) {
-    random_batch(seed, s, B, T, config.vocab_size, x.data(), y.data());
-    trainer.load_batch(x.data(), y.data(), s);
-    trainer.train_step(use_graph);
-    run.losses.push_back(trainer.read_loss());
-  }
-  run.params.resize(trainer.model().params().numel());
-  backend.copy_to_host(run.params.data(), trainer.model().params().data, trainer.model().params().bytes());
-  return run;
+TrainingRun train(Backend& backend, int steps, bool use_graph) {
+  return test::train_seed_workload(backend, steps, use_graph);
 }
 
 TEST(CudaTraining, TwoRunsGiveTheSameBits) {

@@ -33,8 +33,6 @@
 #include <string>
 #include <vector>
 
-#include "engine/data.h"
-#include "engine/init.h"
 #include "engine/trainer.h"
 #include "engine/verify.h"
 #include "kernels/backend.h"
@@ -42,6 +40,7 @@
 #include "kernels/device_query.h"
 #include "tests/mixed_precision_util.h"
 #include "tests/op_test_util.h"
+#include "tests/training_run_util.h"
 #ifdef TINYTRAIN_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cudnn/cudnn_attention.h"
@@ -469,38 +468,14 @@ TEST(CudnnAttentionTraining, VerifyPassesTheCommittedReferences) {
     }
 }
 
-struct TrainingRun {
-  std::vector<double> losses;
-  std::vector<float> params;
-  std::string attention_note;
-};
-
-// The seed workload (dropout 0.1) in bf16 for `steps` steps.
-TrainingRun train_bf16(Backend& backend, int steps, bool use_graph) {
-  const int B = 16, T = 64;
-  const int64_t seed = 1337;
-  const ModelConfig config;
-  AdamWConfig opt;
-  opt.lr = 1e-4;
-  Trainer trainer(backend, config, opt, B, T, seed, Precision::BF16, LossScalerConfig{});
-  trainer.load_params(init_params(trainer.model().layout(), seed).data());
-  TrainingRun run;
-  run.attention_note = trainer.model().attention_note();
-  std::vector<int32_t> x(B * T), y(B * T);
-  for (int s = 0; s < steps; ++s) {
-    random_batch(seed, s, B, T, config.vocab_size, x.data(), y.data());
-    trainer.load_batch(x.data(), y.data(), s);
-    trainer.train_step(use_graph);
-    run.losses.push_back(trainer.read_loss());
-  }
-  run.params.resize(trainer.model().params().numel());
-  backend.copy_to_host(run.params.data(), trainer.model().params().data, trainer.model().params().bytes());
-  return run;
+// The seed workload (dropout 0.1) in bf16.
+test::TrainingRun train_bf16(Backend& backend, int steps, bool use_graph) {
+  return test::train_seed_workload(backend, steps, use_graph, ModelConfig{}, Precision::BF16);
 }
 
 TEST(CudnnAttentionTraining, TwoRunsGiveTheSameBitsGraphOrEager) {
   REQUIRE_CUDNN(cuda);
-  const TrainingRun a = train_bf16(*cuda, 20, true), b = train_bf16(*cuda, 20, true), eager = train_bf16(*cuda, 20, false);
+  const test::TrainingRun a = train_bf16(*cuda, 20, true), b = train_bf16(*cuda, 20, true), eager = train_bf16(*cuda, 20, false);
   ASSERT_TRUE(cudnn_serves(a.attention_note)) << a.attention_note;
   EXPECT_EQ(a.losses, b.losses);
   EXPECT_EQ(a.params, b.params);
