@@ -1,6 +1,7 @@
 // cuDNN's fused attention (`--attention cudnn`, kernels/cudnn/) against independent
 // references:
-//   - which cases it serves (no GPU needed);
+//   - which cases it serves, and the graphs' math evaluated on the host in double against the
+//     CPU backend, dropout masks included (no GPU needed);
 //   - without dropout: forward output, the saved row statistics and every gradient against
 //     the CPU backend in fp32 on the same 16-bit inputs, over awkward shapes (seq 2, 17, 67;
 //     head sizes 8 to 128; causal or not);
@@ -47,6 +48,7 @@
 #endif
 #ifdef TINYTRAIN_HAVE_CUDNN
 #include "kernels/cudnn/sdpa_graphs.h"
+#include "tests/cudnn_graph_eval.h"
 #endif
 
 namespace tt {
@@ -125,6 +127,103 @@ TEST(CudnnAttentionGraphs, DescribeAndFinalizeWithoutAGpu) {
     // the memory operands have distinct ids; the RNG state only with dropout
     EXPECT_EQ(fwd_ids.seed != 0, p.dropout_p > 0) << label;
     EXPECT_EQ(bwd_ids.offset != 0, p.dropout_p > 0) << label;
+  }
+}
+
+// The graphs' math, evaluated on the host in double (tests/cudnn_graph_eval.h), against the
+// CPU backend's attention in fp32 with the same dropout mask: the Bernoulli samples are set to
+// the CPU backend's Philox keep decisions. This checks every stride (the transposed k and v
+// views over the packed qkv, the transposes by reshape), the op order, the statistics, the
+// causal mask and both dropout paths, given cuDNN's documented op semantics. Tolerance: the
+// CPU result is fp32 with reductions of at most T (scores: HS) terms, each off by at most
+// ~K/2 eps32 of its terms' scale; 16 * max(T, HS) * eps32 of the largest element covers it.
+struct EvalParam {
+  AttentionShape s;
+  float p;
+};
+
+TEST(CudnnAttentionGraphs, ComputeAttentionWhenEvaluatedOnTheHost) {
+  for (const EvalParam& e : {EvalParam{{2, 13, 3, 8, false}, 0.0f}, EvalParam{{2, 13, 3, 8, true}, 0.0f},
+                             EvalParam{{1, 9, 2, 16, false}, 0.25f}, EvalParam{{2, 11, 2, 8, true}, 0.2f}}) {
+    const AttentionShape s = e.s;
+    const int C = s.NH * s.HS;
+    const std::string label = "T" + std::to_string(s.T) + (s.causal ? " causal" : "") + " p " + std::to_string(e.p);
+    const Shape qkv_shape{s.B, s.T, 3 * C}, out_shape{s.B, s.T, C}, probs_shape{s.B, s.NH, s.T, s.T};
+    std::vector<float> qkv = test::random_floats(qkv_shape.numel(), 61, -1.5f, 1.5f);
+    std::vector<float> dout = test::random_floats(out_shape.numel(), 62);
+    uint32_t step = 5;
+    const DropoutMask mask{e.p, 99, &step, 1, DropoutSite::AttentionWeights};
+
+    // the CPU backend, fp32
+    auto cpu = make_cpu_backend();
+    std::vector<float> out32(out_shape.numel()), probs32(probs_shape.numel()), dqkv32(qkv_shape.numel()),
+        dprobs32(probs_shape.numel());
+    cpu->attention_forward(test::f32_view(out32, out_shape), test::f32_view(probs32, probs_shape),
+                           test::f32_view(qkv, qkv_shape), s, mask);
+    cpu->attention_backward(test::f32_view(dqkv32, qkv_shape), test::f32_view(dprobs32, probs_shape),
+                            test::f32_view(dout, out_shape), test::f32_view(qkv, qkv_shape),
+                            test::f32_view(out32, out_shape), test::f32_view(probs32, probs_shape), s, mask);
+
+    // the graphs, with the CPU backend's keep decisions as their Bernoulli samples
+    const DropoutKey key = mask.key();
+    auto keep = [&](int64_t b, int64_t h, int64_t i, int64_t j) {
+      const uint64_t index = static_cast<uint64_t>(((b * s.NH + h) * s.T + i) * s.T + j);
+      return dropout_uniform(key, index) < e.p ? 0.0 : 1.0;
+    };
+    const SdpaCase c{s.B, s.T, s.NH, s.HS, s.causal, CUDNN_DATA_BFLOAT16, e.p};
+    std::vector<double> qkv_d(qkv.begin(), qkv.end()), dout_d(dout.begin(), dout.end());
+    std::vector<double> out_d(out_shape.numel()), stats_d(static_cast<size_t>(s.B) * s.NH * s.T);
+    std::vector<double> dqkv_d(qkv_shape.numel()), softmax_sum_d(stats_d.size());
+    CudnnGraph fwd, bwd;
+    SdpaForwardIds f{};
+    SdpaBackwardIds g{};
+    describe_sdpa_forward(fwd, c, f);
+    describe_sdpa_backward(bwd, c, g);
+    test::GraphEvaluator run_fwd(fwd);
+    run_fwd.bind(f.q, qkv_d, 0);
+    run_fwd.bind(f.k, qkv_d, C);
+    run_fwd.bind(f.v, qkv_d, 2 * C);
+    run_fwd.bind(f.o, out_d, 0);
+    run_fwd.bind(f.stats, stats_d, 0);
+    run_fwd.set_bernoulli(keep);
+    run_fwd.run();
+    test::GraphEvaluator run_bwd(bwd);
+    run_bwd.bind(g.q, qkv_d, 0);
+    run_bwd.bind(g.k, qkv_d, C);
+    run_bwd.bind(g.v, qkv_d, 2 * C);
+    run_bwd.bind(g.o, out_d, 0);
+    run_bwd.bind(g.dout, dout_d, 0);
+    run_bwd.bind(g.stats, stats_d, 0);
+    run_bwd.bind(g.softmax_sum, softmax_sum_d, 0);
+    run_bwd.bind(g.dq, dqkv_d, 0);
+    run_bwd.bind(g.dk, dqkv_d, C);
+    run_bwd.bind(g.dv, dqkv_d, 2 * C);
+    run_bwd.set_bernoulli(keep);
+    run_bwd.run();
+
+    auto max_rel = [](const std::vector<double>& got, const std::vector<float>& want) {
+      double diff = 0.0, scale = 0.0;
+      for (size_t i = 0; i < want.size(); ++i) {
+        diff = std::max(diff, std::fabs(got[i] - want[i]));
+        scale = std::max(scale, std::fabs(static_cast<double>(want[i])));
+      }
+      return diff / scale;
+    };
+    const double tol = 16.0 * std::max(s.T, s.HS) * test::kEps32;
+    EXPECT_LT(max_rel(out_d, out32), tol) << label << ": out";
+    EXPECT_LT(max_rel(dqkv_d, dqkv32), tol) << label << ": dqkv";
+    // stats: log sum exp of the visible scaled scores, from the CPU's weights: P_ij = exp(s_ij - stats_i)
+    for (int bh = 0; bh < s.B * s.NH; ++bh)
+      for (int i = 0; i < s.T; ++i) {
+        const float p0 = probs32[(static_cast<size_t>(bh) * s.T + i) * s.T];  // key 0 is always visible
+        const int b = bh / s.NH, h = bh % s.NH;
+        double dot = 0.0;
+        for (int d = 0; d < s.HS; ++d)
+          dot += static_cast<double>(qkv[(static_cast<size_t>(b) * s.T + i) * 3 * C + h * s.HS + d]) *
+                 qkv[(static_cast<size_t>(b) * s.T) * 3 * C + C + h * s.HS + d];
+        const double score0 = dot / std::sqrt(static_cast<double>(s.HS));
+        EXPECT_NEAR(stats_d[static_cast<size_t>(bh) * s.T + i], score0 - std::log(p0), 1e-5) << label;
+      }
   }
 }
 #endif

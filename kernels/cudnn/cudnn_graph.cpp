@@ -69,6 +69,7 @@ int64_t CudnnGraph::tensor(cudnnDataType_t dtype, const Dims4& dims, const Dims4
   }
   t.finalize("cuDNN tensor descriptor");
   tensors_[id] = &t;
+  tensor_list_.push_back(GraphTensor{id, dtype, dims, strides, is_virtual, false, 0.0f});
   return id;
 }
 
@@ -88,6 +89,7 @@ int64_t CudnnGraph::scalar(float value) {
   t.finalize("cuDNN scalar descriptor");
   tensors_[id] = &t;
   scalars_[id] = value;
+  tensor_list_.push_back(GraphTensor{id, dtype, ones, ones, false, true, value});
   return id;
 }
 
@@ -110,6 +112,7 @@ void CudnnGraph::matmul(int64_t a, int64_t b, int64_t c) {
       .set_descriptor(CUDNN_ATTR_OPERATION_MATMUL_CDESC, tensor_desc(c))
       .set_descriptor(CUDNN_ATTR_OPERATION_MATMUL_DESC, desc);
   add_op(std::move(op));
+  op_list_.push_back(GraphOp{GraphOpKind::Matmul, a, b, 0, c, CUDNN_POINTWISE_ADD, CUDNN_REDUCE_TENSOR_ADD, -1, 0.0});
 }
 
 void CudnnGraph::pointwise(cudnnPointwiseMode_t mode, int64_t x, int64_t y, int64_t b, int64_t t,
@@ -129,6 +132,7 @@ void CudnnGraph::pointwise(cudnnPointwiseMode_t mode, int64_t x, int64_t y, int6
       .set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &one)
       .set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &one);
   add_op(std::move(op));
+  op_list_.push_back(GraphOp{GraphOpKind::Pointwise, x, b, t, y, mode, CUDNN_REDUCE_TENSOR_ADD, axis, 0.0});
 }
 
 void CudnnGraph::reduction(cudnnReduceTensorOp_t reduce, int64_t x, int64_t y) {
@@ -142,6 +146,7 @@ void CudnnGraph::reduction(cudnnReduceTensorOp_t reduce, int64_t x, int64_t y) {
       .set_descriptor(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, tensor_desc(y))
       .set_descriptor(CUDNN_ATTR_OPERATION_REDUCTION_DESC, desc);
   add_op(std::move(op));
+  op_list_.push_back(GraphOp{GraphOpKind::Reduction, x, 0, 0, y, CUDNN_POINTWISE_ADD, reduce, -1, 0.0});
 }
 
 void CudnnGraph::reshape(int64_t x, int64_t y) {
@@ -149,6 +154,7 @@ void CudnnGraph::reshape(int64_t x, int64_t y) {
   op->set_descriptor(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, tensor_desc(x))
       .set_descriptor(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, tensor_desc(y));
   add_op(std::move(op));
+  op_list_.push_back(GraphOp{GraphOpKind::Reshape, x, 0, 0, y, CUDNN_POINTWISE_ADD, CUDNN_REDUCE_TENSOR_ADD, -1, 0.0});
 }
 
 void CudnnGraph::bernoulli(int64_t y, int64_t seed, int64_t offset, double keep_probability) {
@@ -163,6 +169,9 @@ void CudnnGraph::bernoulli(int64_t y, int64_t seed, int64_t offset, double keep_
       .set_descriptor(CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC, tensor_desc(offset))
       .set_descriptor(CUDNN_ATTR_OPERATION_RNG_DESC, desc);
   add_op(std::move(op));
+  op_list_.push_back(
+      GraphOp{GraphOpKind::Bernoulli, seed, offset, 0, y, CUDNN_POINTWISE_ADD, CUDNN_REDUCE_TENSOR_ADD, -1,
+              keep_probability});
 }
 
 // ---- plans ----

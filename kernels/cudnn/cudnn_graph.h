@@ -76,6 +76,27 @@ class CudnnPlan {
   std::string engine_name_;
 };
 
+// The graph as plain data, alongside the descriptors: what each tensor and op is, in the
+// order they were added (a valid evaluation order). Tests evaluate it on the host with the
+// ops' documented semantics (tests/cudnn_graph_eval.h).
+struct GraphTensor {
+  int64_t id;
+  cudnnDataType_t dtype;
+  Dims4 dims, strides;
+  bool is_virtual, by_value;
+  float value;  // by-value scalars only
+};
+enum class GraphOpKind { Matmul, Pointwise, Reduction, Reshape, Bernoulli };
+struct GraphOp {
+  GraphOpKind kind;
+  int64_t x, b, t, y;  // inputs x, b, t (0: none) and output y; matmul: y = x @ b; Bernoulli:
+                       // y from the seed x and the offset b
+  cudnnPointwiseMode_t pointwise_mode;
+  cudnnReduceTensorOp_t reduce_op;
+  int64_t axis;             // GEN_INDEX
+  double keep_probability;  // Bernoulli
+};
+
 // Builds one operation graph. Tensor ids are handed out in order from 1.
 class CudnnGraph {
  public:
@@ -101,6 +122,8 @@ class CudnnGraph {
   void bernoulli(int64_t y, int64_t seed, int64_t offset, double keep_probability);
 
   size_t op_count() const { return ops_.size(); }
+  const std::vector<GraphTensor>& tensor_list() const { return tensor_list_; }
+  const std::vector<GraphOp>& op_list() const { return op_list_; }
   // The finalized operation graph (handle may be null: a graph can be checked without a GPU).
   std::unique_ptr<CudnnDescriptor> operation_graph(cudnnHandle_t handle, const std::string& what) const;
   // The operation graph, its heuristics and the first engine config that builds. Throws
@@ -117,6 +140,8 @@ class CudnnGraph {
   std::map<int64_t, float> scalars_;
   std::vector<std::unique_ptr<CudnnDescriptor>> owned_;
   std::vector<cudnnBackendDescriptor_t> ops_;
+  std::vector<GraphTensor> tensor_list_;
+  std::vector<GraphOp> op_list_;
 };
 
 }  // namespace tt
