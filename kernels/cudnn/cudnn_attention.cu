@@ -66,10 +66,10 @@ class CudnnAttentionImpl final : public CudnnAttention {
   ~CudnnAttentionImpl() override { release(); }
 
   std::string describe() const override {
-    std::string line = "cuDNN " + version_string(cudnnGetVersion()) + " fused attention";
+    std::string line = "cuDNN " + version_string(cudnnGetVersion()) + " fused attention (";
     for (const auto& [key, plans] : plans_)
-      line += ": forward " + plans.forward->engine_name() + ", backward " + plans.backward->engine_name();
-    return line + ", workspace " + std::to_string(workspace_bytes_) + " bytes";
+      line += "forward " + plans.forward->engine_name() + ", backward " + plans.backward->engine_name() + "; ";
+    return line + "workspace " + std::to_string(workspace_bytes_) + " bytes)";
   }
 
   void prepare(const AttentionShape& s, DType storage, float dropout_p) override {
