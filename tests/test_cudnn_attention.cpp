@@ -478,7 +478,8 @@ TEST_P(CudnnAttentionDropout, BackwardUsesTheForwardsMask) {
   cuda->release(step);
   const std::vector<int> m = probe.mask(r.out);
 
-  // the kept weights are 1/(T(1-p)), rounded to the storage type
+  // the kept weights are 1/(T(1-p)), rounded to the storage type (within one rounding either
+  // way: cuDNN may apply the 1/(1-p) before or after rounding the weights)
   const float kept = test::round_to(h.dtype, static_cast<float>(1.0 / (T * (1.0 - probe.p))));
   size_t dropped = 0;
   for (int b = 0; b < s.B; ++b)
@@ -486,7 +487,8 @@ TEST_P(CudnnAttentionDropout, BackwardUsesTheForwardsMask) {
       for (int c = 0; c < C; ++c) {
         const float o = r.out[(static_cast<size_t>(b) * T + i) * C + c];
         if (c % s.HS < T) {
-          ASSERT_TRUE(o == 0.0f || o == kept) << "out " << o << " at b " << b << " i " << i << " c " << c;
+          ASSERT_TRUE(o == 0.0f || std::fabs(o - kept) <= 2.0 * h.u * kept)
+              << "out " << o << " (kept weight " << kept << ") at b " << b << " i " << i << " c " << c;
         } else {
           ASSERT_EQ(o, 0.0f);
         }
