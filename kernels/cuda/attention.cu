@@ -459,12 +459,18 @@ std::string CudaBackend::use_library_attention(const AttentionShape& s, DType st
   const std::string ours = "; tinytrain's attention kernel runs";
   if (!options_.cudnn_attention) return "";
   require_not_capturing("use_library_attention");
+  // A captured graph holds cuDNN's workspace pointer, which a new case could reallocate.
+  if (graph_exec_ != nullptr && !(cudnn_attention_ && cudnn_attention_->prepared(s, storage, dropout_p)))
+    return "cuDNN attention is set up before the first CUDA graph is captured, not after" + ours;
   try {
     const std::string why_not = cudnn_attention_unsupported(s, storage, dropout_p);
     if (!why_not.empty()) return why_not + ours;
     if (!cudnn_attention_) cudnn_attention_ = make_cudnn_attention(stream_);
     cudnn_attention_->prepare(s, storage, dropout_p);
   } catch (const std::runtime_error& e) {
+    // A failed cudaMalloc stays the runtime's last error: clear it, or the next kernel's
+    // launch check would report it.
+    cudaGetLastError();
     return std::string("cuDNN cannot serve this attention: ") + e.what() + ours;
   }
   return cudnn_attention_->describe() + " runs the attention" +

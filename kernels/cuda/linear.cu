@@ -271,7 +271,8 @@ void CudaBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor b
   const void* b = bias.data;
   // out^T (O,N) = op_T(W^T (I,O)) inp^T (I,N) [+ b]; see the derivation at the top.
   // The bias goes into the GEMM's epilogue when cuBLASLt can fuse it. It is not asked to for a
-  // bias that is not 16-byte aligned (the engine's arena aligns every tensor to 64 bytes) or
+  // bias that is not 16-byte aligned (parameters are packed without padding in the flat
+  // buffer, so a bias is aligned only when the sizes before it are multiples of 16 bytes) or
   // a dimension of 1 (where cuBLASLt's bias epilogue has been known to refuse), and it may
   // decline. Then we do as the CPU backend does: fill out with the bias and let the GEMM add
   // onto it (beta = 1; C = D is read in its storage type, and the sum rounded once).

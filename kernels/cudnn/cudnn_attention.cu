@@ -88,12 +88,12 @@ class CudnnAttentionImpl final : public CudnnAttention {
     describe_sdpa_backward(backward_graph, c, plans.backward_ids);
     plans.backward = backward_graph.build(handle_, "cuDNN attention backward");
     const int64_t need = std::max(plans.forward->workspace_bytes(), plans.backward->workspace_bytes());
-    if (need > workspace_bytes_) {
+    if (need > workspace_bytes_) {  // the new buffer first: on failure the old one still serves
+      void* grown = nullptr;
+      CUDA_CHECK(cudaMalloc(&grown, static_cast<size_t>(need)));
       CUDA_CHECK(cudaStreamSynchronize(stream_));  // the old workspace may still be in use
       if (workspace_ != nullptr) CUDA_CHECK(cudaFree(workspace_));
-      workspace_ = nullptr;
-      workspace_bytes_ = 0;
-      CUDA_CHECK(cudaMalloc(&workspace_, static_cast<size_t>(need)));
+      workspace_ = grown;
       workspace_bytes_ = need;
     }
     plans_.emplace(key(s, storage, dropout_p), std::move(plans));
