@@ -5,6 +5,7 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -54,9 +55,18 @@ void Trainer::load_batch(const int32_t* x, const int32_t* y, uint32_t step) {
   const int vocab = model_.config().vocab_size;
   check_token_ids(x, n, vocab, "input batch");
   check_token_ids(y, n, vocab, "target batch");
-  backend_.copy_to_device(batch_.get("x").data, x, n * sizeof(int32_t));
-  backend_.copy_to_device(batch_.get("y").data, y, n * sizeof(int32_t));
-  backend_.copy_to_device(batch_.get("step").data, &step, sizeof(step));
+  // x, y and step are consecutive in the batch arena (plan_batch): one host image of them, one
+  // copy. The CUDA backend stages copies through one pinned buffer, each waiting for the one
+  // before; with a single copy per step, staging the next batch waits only for the previous
+  // batch's copy, not for the previous step's kernels, so the host stays a step ahead.
+  char* base = static_cast<char*>(batch_.get("x").data);
+  const size_t y_at = static_cast<size_t>(static_cast<char*>(batch_.get("y").data) - base);
+  const size_t step_at = static_cast<size_t>(static_cast<char*>(batch_.get("step").data) - base);
+  batch_image_.assign(step_at + sizeof(step), 0);
+  std::memcpy(batch_image_.data(), x, n * sizeof(int32_t));
+  std::memcpy(batch_image_.data() + y_at, y, n * sizeof(int32_t));
+  std::memcpy(batch_image_.data() + step_at, &step, sizeof(step));
+  backend_.copy_to_device(base, batch_image_.data(), batch_image_.size());
 }
 
 DropoutContext Trainer::dropout_context(int micro_batch) const {

@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <ostream>
+#include <vector>
 
 #include "engine/arena.h"
 #include "engine/config.h"
@@ -58,6 +59,7 @@ class Trainer {
   AdamW optimizer_;
   LossScaler scaler_;
   Arena batch_;  // x (B,T), y (B,T) int32 token ids; step (1): the training step; losses (B,T) F32
+  std::vector<char> batch_image_;  // x, y and step laid out as in batch_, for one copy per step
   uint64_t seed_;
   int B_, T_;
   int grad_accum_;  // micro-batches per optimizer step
