@@ -3,8 +3,8 @@
 //   - which cases it serves, and the graphs' math evaluated on the host in double against the
 //     CPU backend, dropout masks included (no GPU needed);
 //   - without dropout: forward output, the saved row statistics and every gradient against
-//     the CPU backend in fp32 on the same 16-bit inputs, over awkward shapes (seq 2, 17, 67;
-//     head sizes 8 to 128; causal or not);
+//     the CPU backend in fp32 on the same 16-bit inputs, and against our own CUDA kernel, over
+//     awkward shapes (seq 2, 17, 33, 64, 67; head sizes 8 to 128; causal or not);
 //   - with dropout (cuDNN draws its own masks): the mask is read back from the forward with
 //     inputs that expose it, and the backward's gradients are computed from that mask in
 //     double, so the test shows that the backward uses the forward's mask; masks are the same
@@ -295,12 +295,13 @@ double rel_l2(const std::vector<float>& got, const std::vector<double>& want, si
 
 std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
-// One attention forward + backward through cuDNN on the GPU, from 16-bit inputs.
-struct CudnnRun {
+// One attention forward + backward on the GPU from 16-bit inputs: through cuDNN when the
+// backend prepared the case (use_library_attention), else through our kernels.
+struct AttentionRun {
   std::vector<float> out, stats, dqkv;
 };
 
-CudnnRun run_cudnn(Backend& cuda, const AttentionShape& s, DType dtype, const std::vector<float>& qkv,
+AttentionRun run_attention(Backend& cuda, const AttentionShape& s, DType dtype, const std::vector<float>& qkv,
                    const std::vector<float>& dout, const DropoutMask& mask) {
   const int C = s.NH * s.HS;
   const Shape qkv_shape{s.B, s.T, 3 * C}, out_shape{s.B, s.T, C}, probs_shape{s.B, s.NH, s.T, s.T};
@@ -315,7 +316,7 @@ CudnnRun run_cudnn(Backend& cuda, const AttentionShape& s, DType dtype, const st
   cuda.attention_forward(tout, tprobs, tqkv, s, mask);
   cuda.attention_backward(Tensor{d_dqkv->data, dtype, qkv_shape}, tdprobs, Tensor{d_dout->data, dtype, out_shape},
                           tqkv, tout, tprobs, s, mask);
-  CudnnRun r;
+  AttentionRun r;
   r.out = download(cuda, *d_out, dtype, out_shape.numel());
   r.stats = download(cuda, *d_probs, DType::F32, static_cast<size_t>(s.B) * s.NH * s.T);
   r.dqkv = download(cuda, *d_dqkv, dtype, qkv_shape.numel());
@@ -388,14 +389,25 @@ TEST_P(CudnnAttentionNoDropout, MatchesTheFp32ReferenceOnTheSameInputs) {
       }
 
   expect_served(*cuda, s, h.dtype, 0.0f);
-  const CudnnRun r = run_cudnn(*cuda, s, h.dtype, qkv, dout, no_dropout);
+  const AttentionRun r = run_attention(*cuda, s, h.dtype, qkv, dout, no_dropout);
+
+  // our CUDA kernels on the same inputs (a backend without cuDNN attention)
+  auto plain = make_cuda_backend(CudaOptions{});
+  const AttentionRun ours = run_attention(*plain, s, h.dtype, qkv, dout, no_dropout);
 
   const double bound = 8.0 * h.u;
   const std::vector<double> out_ref = to_double(out32), dqkv_ref = to_double(dqkv32);
+  const std::vector<double> out_ours = to_double(ours.out), dqkv_ours = to_double(ours.dqkv);
   EXPECT_LT(rel_l2(r.out, out_ref), bound) << "out";
+  // cuDNN against our kernel: each within `bound` of the reference, so within twice it of each other
+  EXPECT_LT(rel_l2(r.out, out_ours), 2 * bound) << "out against our kernel";
   const char* parts[] = {"dq", "dk", "dv"};
-  for (int part = 0; part < 3; ++part)
-    EXPECT_LT(rel_l2(r.dqkv, dqkv_ref, static_cast<size_t>(part) * C, C, 3 * C), bound) << parts[part];
+  for (int part = 0; part < 3; ++part) {
+    const size_t first = static_cast<size_t>(part) * C;
+    EXPECT_LT(rel_l2(r.dqkv, dqkv_ref, first, C, 3 * C), bound) << parts[part];
+    EXPECT_LT(rel_l2(r.dqkv, dqkv_ours, first, C, 3 * C), 2 * bound) << parts[part] << " against our kernel";
+    EXPECT_LT(rel_l2(ours.dqkv, dqkv_ref, first, C, 3 * C), bound) << parts[part] << " of our kernel";
+  }
   for (size_t i = 0; i < stats_ref.size(); ++i)
     ASSERT_NEAR(r.stats[i], stats_ref[i], 1e-5 * std::max(1.0, std::fabs(stats_ref[i]))) << "stats row " << i;
   for (float x : r.dqkv) ASSERT_TRUE(std::isfinite(x)) << "dqkv must be overwritten everywhere";
@@ -474,7 +486,7 @@ TEST_P(CudnnAttentionDropout, BackwardUsesTheForwardsMask) {
   uint32_t* step = static_cast<uint32_t*>(cuda->allocate(sizeof(uint32_t)));
   const DropoutMask mask{probe.p, 1234, step, 1, DropoutSite::AttentionWeights};
   expect_served(*cuda, s, h.dtype, probe.p);
-  const CudnnRun r = run_cudnn(*cuda, s, h.dtype, probe.qkv, probe.dout, mask);
+  const AttentionRun r = run_attention(*cuda, s, h.dtype, probe.qkv, probe.dout, mask);
   cuda->release(step);
   const std::vector<int> m = probe.mask(r.out);
 
@@ -533,7 +545,7 @@ TEST_P(CudnnAttentionDropout, MasksRepeatForTheSameStepAndLayerAndDifferOtherwis
   auto mask_of = [&](uint32_t at_step, uint32_t layer) {
     cuda->copy_to_device(step, &at_step, sizeof(at_step));
     const DropoutMask mask{probe.p, 1234, step, layer, DropoutSite::AttentionWeights};
-    return probe.mask(run_cudnn(*cuda, probe.s, h.dtype, probe.qkv, probe.dout, mask).out);
+    return probe.mask(run_attention(*cuda, probe.s, h.dtype, probe.qkv, probe.dout, mask).out);
   };
   const std::vector<int> base = mask_of(3, 0);
   EXPECT_EQ(mask_of(3, 0), base);
