@@ -14,15 +14,19 @@
 
 namespace tt::test {
 
-inline std::unique_ptr<Backend> cuda_backend_or_skip(std::string& why) {
+// cudnn_attention: allow cuDNN's fused attention (CudaOptions::cudnn_attention).
+inline std::unique_ptr<Backend> cuda_backend_or_skip(std::string& why, bool cudnn_attention = false) {
 #ifdef TINYTRAIN_HAVE_CUDA
   const CudaDeviceInfo gpu = query_cuda_device();
   if (!gpu.usable) {
     why = "no usable CUDA GPU: " + gpu.reason;
     return nullptr;
   }
-  return make_cuda_backend(CudaOptions{});
+  CudaOptions options;
+  options.cudnn_attention = cudnn_attention;
+  return make_cuda_backend(options);
 #else
+  (void)cudnn_attention;
   why = "this build has no CUDA backend";
   return nullptr;
 #endif

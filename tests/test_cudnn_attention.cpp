@@ -39,6 +39,7 @@
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/device_query.h"
+#include "tests/cuda_test_util.h"
 #include "tests/mixed_precision_util.h"
 #include "tests/op_test_util.h"
 #include "tests/training_run_util.h"
@@ -236,14 +237,7 @@ std::unique_ptr<Backend> cudnn_backend_or_skip(std::string& why) {
     why = "this build has no cuDNN";
     return nullptr;
   }
-  const CudaDeviceInfo gpu = query_cuda_device();
-  if (!gpu.usable) {
-    why = "no usable CUDA GPU: " + gpu.reason;
-    return nullptr;
-  }
-  CudaOptions options;
-  options.cudnn_attention = true;
-  return make_cuda_backend(options);
+  return test::cuda_backend_or_skip(why, /*cudnn_attention=*/true);
 }
 
 #define REQUIRE_CUDNN(backend)                         \
@@ -292,8 +286,6 @@ double rel_l2(const std::vector<float>& got, const std::vector<double>& want, si
     }
   return std::sqrt(err / std::max(norm, 1e-300));
 }
-
-std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
 // One attention forward + backward on the GPU from 16-bit inputs: through cuDNN when the
 // backend prepared the case (use_library_attention), else through our kernels.
@@ -396,8 +388,8 @@ TEST_P(CudnnAttentionNoDropout, MatchesTheFp32ReferenceOnTheSameInputs) {
   const AttentionRun ours = run_attention(*plain, s, h.dtype, qkv, dout, no_dropout);
 
   const double bound = 8.0 * h.u;
-  const std::vector<double> out_ref = to_double(out32), dqkv_ref = to_double(dqkv32);
-  const std::vector<double> out_ours = to_double(ours.out), dqkv_ours = to_double(ours.dqkv);
+  const std::vector<double> out_ref = test::to_double(out32), dqkv_ref = test::to_double(dqkv32);
+  const std::vector<double> out_ours = test::to_double(ours.out), dqkv_ours = test::to_double(ours.dqkv);
   EXPECT_LT(rel_l2(r.out, out_ref), bound) << "out";
   // cuDNN against our kernel: each within `bound` of the reference, so within twice it of each other
   EXPECT_LT(rel_l2(r.out, out_ours), 2 * bound) << "out against our kernel";
