@@ -52,7 +52,8 @@ void RunConfig::validate(const ModelConfig& model) const {
   require_positive(seq, "seq");
   require_positive(steps, "steps");
   require(seed >= 0, "invalid config: seed must be >= 0, got " + std::to_string(seed));
-  // The largest activation (B*T*max(V, F, 3C)) must stay far from int64 overflow and from
+  // The largest activation (B*T*max(V, F, 3C, T*NH): logits, FFN hidden, qkv, attention
+  // weights) must stay far from int64 overflow and from
   // what any machine holds: 2^40 elements.
   const double widest = std::max({static_cast<double>(model.vocab_size), static_cast<double>(model.d_ff),
                                   3.0 * model.d_model, static_cast<double>(seq) * model.n_head});

@@ -1,4 +1,4 @@
-// The tinytrain command line: `train` (the seed workload by default) and `verify`.
+// The tinytrain command line: `train` (the seed workload by default), `plan` and `verify`.
 // Every user error ends as one line on stderr and exit code 1 (2 for bad flags).
 #include <CLI/CLI.hpp>
 #include <cmath>

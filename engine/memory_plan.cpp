@@ -124,32 +124,35 @@ std::string out_of_memory_message(const TrainOptions& o, const std::string& back
   for (size_t i = 0; i < std::min<size_t>(3, items.size()); ++i)
     msg << (i ? "," : "") << " " << items[i].name << " " << mib(items[i].bytes);
   std::vector<std::string> remedies;
+  // "<flags> (<MiB the plan needs>)" when t fits
+  auto remedy_if_fits = [&](const TrainOptions& t, const std::string& flags) {
+    const size_t need = plan_training(t, backend).device_bytes();
+    if (need > available) return false;
+    remedies.push_back(flags + " (" + mib(need) + ")");
+    return true;
+  };
   for (Recompute r : {Recompute::Ffn, Recompute::Layer}) {
     if (static_cast<int>(r) <= static_cast<int>(o.recompute)) continue;
     TrainOptions t = o;
     t.recompute = r;
-    if (fits(t, backend, available))
-      remedies.push_back(std::string("--recompute ") + recompute_name(r) + " (" +
-                         mib(plan_training(t, backend).device_bytes()) + ")");
+    remedy_if_fits(t, std::string("--recompute ") + recompute_name(r));
   }
   for (int k = o.grad_accum + 1; k <= o.run.batch; ++k) {
     if (o.run.batch % k) continue;
     TrainOptions t = o;
     t.grad_accum = k;
-    if (fits(t, backend, available)) {
-      remedies.push_back("--grad-accum " + std::to_string(k) + " (" + mib(plan_training(t, backend).device_bytes()) +
-                         ")");
-      break;
-    }
+    if (remedy_if_fits(t, "--grad-accum " + std::to_string(k))) break;
   }
-  for (int b = o.run.batch - 1; b >= 1; --b) {
+  // a smaller batch (one micro-batch): with this recompute mode, else with --recompute layer
+  for (Recompute r : {o.recompute, Recompute::Layer}) {
+    const int b = std::min(largest_micro_batch(o, r, available, backend), o.run.batch - 1);
+    if (b < 1) continue;
     TrainOptions t = o;
     t.run.batch = b;
     t.grad_accum = 1;
-    if (fits(t, backend, available)) {
-      remedies.push_back("--batch " + std::to_string(b) + " (" + mib(plan_training(t, backend).device_bytes()) + ")");
-      break;
-    }
+    t.recompute = r;
+    remedy_if_fits(t, "--batch " + std::to_string(b) + (r == o.recompute ? "" : " --recompute layer"));
+    break;
   }
   if (remedies.empty()) {
     msg << "; nothing fits: even one sequence with --recompute layer needs more (a smaller model or more memory)";

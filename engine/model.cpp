@@ -81,10 +81,8 @@ Model::Model(Backend& backend, const ModelConfig& config, int B, int T, DType ac
       act_dtype_(act_dtype),
       recompute_(recompute),
       layout_(config),
-      weights_plan_(plan_weights(layout_, act_dtype)),
-      activations_plan_(plan_activations(config, B, T, act_dtype, recompute)),
-      weights_(backend, weights_plan_),
-      activations_(backend, activations_plan_) {
+      weights_(backend, plan_weights(layout_, act_dtype)),
+      activations_(backend, plan_activations(config, B, T, act_dtype, recompute)) {
   params_flat_ = weights_.get("params");
   grads_flat_ = weights_.get("grads");
   working_flat_ = act_dtype == DType::F32 ? params_flat_ : weights_.get("working");

@@ -36,7 +36,6 @@ class Model {
   const ParamLayout& layout() const { return layout_; }
   Tensor params() const { return params_flat_; }  // (P) F32 master weights, flat, PyTorch order
   Tensor grads() const { return grads_flat_; }    // (P) F32, same layout
-  DType act_dtype() const { return act_dtype_; }
   // The working weights the ops read are the masters rounded to act_dtype (the masters
   // themselves in fp32): call after the masters change.
   void refresh_working_weights();
@@ -84,7 +83,6 @@ class Model {
   Recompute recompute_;
   std::string attention_note_;
   ParamLayout layout_;
-  ArenaPlan weights_plan_, activations_plan_;
   Arena weights_, activations_;  // weights: parameters and gradients; activations: saved + scratch
   Tensor params_flat_, grads_flat_, working_flat_;  // working_flat_ is params_flat_ in fp32
   ModelParams p_, g_;  // views into working_flat_ and grads_flat_

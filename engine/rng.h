@@ -12,12 +12,16 @@ namespace tt {
 // Streams keep initialisation, data and dropout independent for one seed.
 enum class RngStream : uint32_t { Init = 0x1217, Data = 0xDA7A };
 
-// Uniform in [0, 1) with 24 random bits; lane selects one of Philox's four words.
-inline float rng_uniform(uint64_t seed, RngStream stream, uint32_t id, uint64_t index, int lane = 0) {
+// The four Philox words of value `index` of (seed, stream, id).
+inline Philox4 rng_bits(uint64_t seed, RngStream stream, uint32_t id, uint64_t index) {
   Philox4 ctr = {{static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), id,
                   static_cast<uint32_t>(stream)}};
-  Philox4 r = philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-  return static_cast<float>(r.v[lane] >> 8) * (1.0f / 16777216.0f);
+  return philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
+}
+
+// Uniform in [0, 1) with 24 random bits; lane selects one of Philox's four words.
+inline float rng_uniform(uint64_t seed, RngStream stream, uint32_t id, uint64_t index, int lane = 0) {
+  return uniform_from_bits(rng_bits(seed, stream, id, index).v[lane]);
 }
 
 // Standard normal by Box-Muller from two lanes of one Philox call.
@@ -29,10 +33,8 @@ inline float rng_normal(uint64_t seed, RngStream stream, uint32_t id, uint64_t i
 
 // Integer in [0, n) (n well below 2^24, so the bias of scaling 24 bits is negligible).
 inline int32_t rng_below(uint64_t seed, RngStream stream, uint32_t id, uint64_t index, int32_t n) {
-  Philox4 ctr = {{static_cast<uint32_t>(index), static_cast<uint32_t>(index >> 32), id,
-                  static_cast<uint32_t>(stream)}};
-  Philox4 r = philox4x32_10(ctr, static_cast<uint32_t>(seed), static_cast<uint32_t>(seed >> 32));
-  return static_cast<int32_t>((static_cast<uint64_t>(r.v[0]) * static_cast<uint64_t>(n)) >> 32);
+  const uint32_t bits = rng_bits(seed, stream, id, index).v[0];
+  return static_cast<int32_t>((static_cast<uint64_t>(bits) * static_cast<uint64_t>(n)) >> 32);
 }
 
 }  // namespace tt

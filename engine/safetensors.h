@@ -1,5 +1,6 @@
 // Reading and writing safetensors files: the format PyTorch (via the `safetensors` package)
-// uses for named tensors, and therefore tinytrain's format for references and checkpoints.
+// uses for named tensors, and therefore tinytrain's format for references (and, later,
+// checkpoints).
 //
 // Layout of a file:
 //   8 bytes    N, the header length, unsigned 64-bit little-endian

@@ -78,8 +78,9 @@ TEST(DropoutUniform, InUnitIntervalWith24BitsAndMeanOneHalf) {
   // mean of n U[0,1): sigma = sqrt(1/12 / n)
   EXPECT_LT(std::fabs(sum / n - 0.5), 5.0 * std::sqrt(1.0 / 12.0 / n));
   expect_binomial("uniform < 0.5", below_half, n, 0.5);
-  // the largest 24-bit value still maps below 1
-  EXPECT_LT(static_cast<float>(0xffffffu) * (1.0f / 16777216.0f), 1.0f);
+  // the largest word still maps below 1 (only its top 24 bits count), the smallest to 0
+  EXPECT_LT(uniform_from_bits(0xffffffffu), 1.0f);
+  EXPECT_EQ(uniform_from_bits(0xffu), 0.0f);
 }
 
 TEST(DropoutUniform, HighIndexBitsAndSeedBitsMatter) {

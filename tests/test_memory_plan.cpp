@@ -64,7 +64,6 @@ std::vector<size_t> planned_arenas(const MemoryPlan& plan) {
 }
 
 TEST(MemoryPlan, TrainingAllocatesExactlyWhatThePlanSays) {
-  int checked = 0;
   for (const Case& c : cases()) {
     for (Precision precision : {Precision::FP32, Precision::BF16, Precision::FP16}) {
       for (Recompute recompute : {Recompute::None, Recompute::Ffn, Recompute::Layer}) {
@@ -84,12 +83,10 @@ TEST(MemoryPlan, TrainingAllocatesExactlyWhatThePlanSays) {
               << c.name << " " << precision_name(precision) << " recompute " << recompute_name(recompute) << " accum "
               << grad_accum;
           EXPECT_EQ(trainer.bytes(), plan.device_bytes());
-          ++checked;
         }
       }
     }
   }
-  EXPECT_EQ(checked, 3 * 3 * 3 * 2);
 }
 
 // docs/memory.md derives the seed config's activation bytes: none 59,801,600; ffn 43,024,384
@@ -104,7 +101,6 @@ TEST(MemoryPlan, RecomputeSavesWhatTheDocsDerive) {
   EXPECT_EQ(activations(Recompute::None), 59801600u);
   EXPECT_EQ(activations(Recompute::Ffn), 43024384u);
   EXPECT_EQ(activations(Recompute::Layer), 38289408u);
-  EXPECT_LE(static_cast<double>(activations(Recompute::Layer)) / activations(Recompute::None), 0.641);
 }
 
 TEST(MemoryPlan, TheLargestBatchThatFitsReallyFits) {
@@ -131,10 +127,34 @@ TEST(MemoryPlan, OutOfMemoryMessageNamesTheBiggestItemsAndWhatFits) {
   EXPECT_NE(msg.find("--grad-accum 2"), std::string::npos) << msg;
   EXPECT_NE(msg.find("--batch 11"), std::string::npos) << msg;
   EXPECT_EQ(msg.find('\n'), std::string::npos);
-  // each remedy it names does fit
-  TrainOptions t = o;
-  t.grad_accum = 2;
-  EXPECT_LE(plan_training(t, "cpu").device_bytes(), 60u << 20);
+  // each remedy it names does fit, and --batch 11 is the largest batch that does
+  auto needs = [&](int batch, int grad_accum, Recompute recompute) {
+    TrainOptions t = o;
+    t.run.batch = batch;
+    t.grad_accum = grad_accum;
+    t.recompute = recompute;
+    return plan_training(t, "cpu").device_bytes();
+  };
+  EXPECT_LE(needs(16, 2, Recompute::None), 60u << 20);
+  EXPECT_LE(needs(16, 1, Recompute::Layer), 60u << 20);
+  EXPECT_LE(needs(11, 1, Recompute::None), 60u << 20);
+  EXPECT_GT(needs(12, 1, Recompute::None), 60u << 20);
+}
+
+// When not even one sequence fits as configured, a smaller batch with --recompute layer may;
+// below that, the message says nothing fits.
+TEST(MemoryPlan, OutOfMemoryMessageFallsBackToOneSequenceWithLayerRecompute) {
+  TrainOptions o;  // the seed workload, recompute none
+  TrainOptions one = o;
+  one.run.batch = 1;
+  one.recompute = Recompute::Layer;
+  const size_t just_fits = plan_training(one, "cpu").device_bytes();
+  one.recompute = Recompute::None;
+  ASSERT_GT(plan_training(one, "cpu").device_bytes(), just_fits);
+  const std::string msg = out_of_memory_message(o, "cpu", just_fits, "");
+  EXPECT_NE(msg.find("would fit: --batch 1 --recompute layer"), std::string::npos) << msg;
+  const std::string none = out_of_memory_message(o, "cpu", just_fits - 1, "");
+  EXPECT_NE(none.find("nothing fits"), std::string::npos) << none;
 }
 
 TEST(MemoryPlan, AFailedAllocationStopsBeforeTheFirstStepWithThePlan) {
