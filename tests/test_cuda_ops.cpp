@@ -989,11 +989,14 @@ TEST_F(CudaTest, Tf32LinearMatchesCpuWithinTf32Rounding) {
   // relatively, with random signs, so a K-term sum is off by ~2^-10 sqrt(K) rms(term) against a
   // result of ~sqrt(K) rms(term): about 1e-3 of the result scale; 4e-3 leaves a factor 4.
   cuda = std::make_unique<CudaBackend>(CudaOptions{/*tf32=*/true});
+  int compared = 0;
   for (const CaseSpec& spec : linear_cases()) {
     if (spec.name != "linear_N134_I128_O509_bias" && spec.name != "linear_N64_I300_O70_nobias_nodinp") continue;
     const OpCase c = spec.make();
     compare(spec.name + " tf32", c, run_on(*cpu, c), run_on(*cuda, c), 4e-3);
+    ++compared;
   }
+  EXPECT_EQ(compared, 2) << "a case named here no longer exists";
 }
 
 TEST_F(CudaTest, AllocatingAnAbsurdSizeThrowsOutOfMemory) {
