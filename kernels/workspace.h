@@ -1,6 +1,7 @@
 // Device memory a backend holds besides the engine's planned arenas (its workspaces), as
 // numbers the memory plan can print before anything is allocated. The CUDA backend allocates
-// exactly these; the CPU backend has none (its bf16/fp16 emulation copies are transient host
+// exactly these (plus, with --attention cudnn, cuDNN's plan workspace, whose size only cuDNN
+// knows: kernels/cudnn/); the CPU backend has none (its bf16/fp16 emulation copies are transient host
 // vectors, see kernels/cpu/storage.h).
 #pragma once
 #include <cstddef>

@@ -81,10 +81,15 @@ TT_HD float dropout_uniform(const DropoutKey& key, uint64_t index) {
   return uniform_from_bits(dropout_bits4(key, index >> 2).v[index & 3]);
 }
 
-// Inverted dropout: a kept element is scaled by 1/(1-p), a dropped one is zero.
-// Returns the factor that multiplies element `index`.
+// Inverted dropout, the one rule every backend applies: an element whose 32-bit word maps
+// below p is dropped (factor 0), any other is kept and scaled by keep_scale = 1/(1-p).
+TT_HD float dropout_factor(uint32_t bits, float p, float keep_scale) {
+  return uniform_from_bits(bits) < p ? 0.0f : keep_scale;
+}
+
+// The factor that multiplies element `index` of the mask named by `key`.
 TT_HD float dropout_scale(const DropoutKey& key, uint64_t index, float p) {
-  return dropout_uniform(key, index) < p ? 0.0f : 1.0f / (1.0f - p);
+  return dropout_factor(dropout_bits4(key, index >> 2).v[index & 3], p, 1.0f / (1.0f - p));
 }
 
 }  // namespace tt

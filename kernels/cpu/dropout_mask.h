@@ -15,7 +15,7 @@ inline void dropout_scales(const DropoutKey& key, uint64_t start, int64_t count,
   while (index < end) {
     const Philox4 bits = dropout_bits4(key, index >> 2);
     for (uint64_t lane = index & 3; lane < 4 && index < end; ++lane, ++index)
-      out[index - start] = uniform_from_bits(bits.v[lane]) < p ? 0.0f : keep_scale;
+      out[index - start] = dropout_factor(bits.v[lane], p, keep_scale);
   }
 }
 

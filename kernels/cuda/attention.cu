@@ -67,7 +67,7 @@ __device__ __forceinline__ float warp_dropout_factor(const DropoutKey& key, uint
   const uint32_t w2 = __shfl_sync(kFullMask, bits.v[2], src);
   const uint32_t w3 = __shfl_sync(kFullMask, bits.v[3], src);
   const uint32_t w = word == 0 ? w0 : word == 1 ? w1 : word == 2 ? w2 : w3;
-  return uniform_from_bits(w) < p ? 0.0f : keep_scale;
+  return dropout_factor(w, p, keep_scale);
 }
 
 // Block-cooperative load of one tile, widened to fp32:
@@ -450,6 +450,12 @@ size_t query_row_smem_bytes(int HS) {
   return sizeof(float) * (static_cast<size_t>(kRowsPerBlock) * HS + static_cast<size_t>(kTile) * (HS | 1));
 }
 
+// The (B,NH,T) fp32 row statistics kept in the first bytes of a (B,NH,T,T) weights tensor
+// (cuDNN's fused path).
+Tensor row_statistics(Tensor weights, const AttentionShape& s) {
+  return Tensor{weights.data, DType::F32, Shape{s.B, s.NH, s.T}};
+}
+
 }  // namespace
 
 // qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T)
@@ -475,11 +481,6 @@ std::string CudaBackend::use_library_attention(const AttentionShape& s, DType st
   }
   return cudnn_attention_->describe() + " runs the attention" +
          (dropout_p > 0.0f ? " (its own dropout masks: not the CPU backend's)" : "");
-}
-
-// The (B,NH,T) fp32 row statistics kept in the first bytes of a (B,NH,T,T) weights tensor.
-static Tensor row_statistics(Tensor weights, const AttentionShape& s) {
-  return Tensor{weights.data, DType::F32, Shape{s.B, s.NH, s.T}};
 }
 
 void CudaBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,

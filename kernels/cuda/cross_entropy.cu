@@ -1,6 +1,6 @@
 // Fused softmax + cross-entropy on the GPU, as kernels/cpu/cross_entropy.cpp: per token row,
 // the loss log(sum exp(z - max)) + max - z[target] and, when asked, the logit gradient
-// (softmax - onehot) * dloss_scale / N written over the row. No probability tensor is kept:
+// (softmax - onehot) * dloss_scale / mean_over written over the row. No probability tensor is kept:
 // the softmax is recomputed from the logits when the gradient is written, so dlogits may alias
 // logits. Deterministic: block reductions in a fixed order, no atomics.
 // Storage: logits and dlogits are in the activation storage type S (kernels/cuda/storage.cuh);
@@ -55,7 +55,7 @@ __device__ __forceinline__ float block_max(float v, float* partials) {
 template <typename S>
 __global__ void __launch_bounds__(kThreads)
     cross_entropy_kernel(float* losses, S* dlogits, const S* logits, const int32_t* __restrict__ targets, int V,
-                         const float* dloss_scale, float tokens) {
+                         const float* dloss_scale, float mean_over) {
   __shared__ float partials[kWarps];
   const int64_t row = blockIdx.x;
   const S* z = logits + row * V;
@@ -75,7 +75,7 @@ __global__ void __launch_bounds__(kThreads)
 
   if (threadIdx.x == 0) losses[row] = logf(sum) + max_logit - target_logit;
   if (dlogits != nullptr) {
-    const float grad_scale = *dloss_scale / tokens;  // the loss scale, read when the kernel runs; as the CPU
+    const float grad_scale = *dloss_scale / mean_over;  // the loss scale, read when the kernel runs; as the CPU
     const float inv_sum = 1.0f / sum;
     S* d = dlogits + row * V;
     for (int v = threadIdx.x; v < V; v += kThreads) {
@@ -87,7 +87,7 @@ __global__ void __launch_bounds__(kThreads)
 
 }  // namespace
 
-// logits (N,V), targets (N) -> losses (N); dlogits (N,V) = (softmax - onehot) * dloss_scale / N
+// logits (N,V), targets (N) -> losses (N); dlogits (N,V) = (softmax - onehot) * dloss_scale / mean_over
 void CudaBackend::cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
                                                  Tensor dloss_scale, int64_t mean_over) {
   const int N = static_cast<int>(logits.shape[0]), V = static_cast<int>(logits.shape[1]);

@@ -66,8 +66,6 @@ class CudaBackend final : public Backend {
                   const AdamWHyper& hyper, const LossScalerState& s) override;
   void loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) override;
 
-  cudaStream_t stream() const { return stream_; }
-
  private:
   // One cuBLASLt matmul, its descriptors and chosen algorithm, built once per distinct GEMM
   // (shape, transposes, epilogue, pointer alignments, data types) and reused every step (linear.cu).

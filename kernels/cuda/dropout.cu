@@ -35,7 +35,7 @@ __global__ void dropout_kernel(S* out, const S* inp, int64_t n, DropoutMask mask
     for (int lane = 0; lane < 4; ++lane) {
       const int64_t i = 4 * (first_group + g) + lane - static_cast<int64_t>(first);
       if (i >= 0 && i < n) {
-        const float scale = uniform_from_bits(bits.v[lane]) < p ? 0.0f : keep_scale;
+        const float scale = dropout_factor(bits.v[lane], p, keep_scale);
         out[i] = from_float<S>(to_float(inp[i]) * scale);
       }
     }
