@@ -4,5 +4,5 @@
 # Extra arguments go to `tinytrain train` (e.g. --steps 20, --backend cpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh >/dev/null
+scripts/setup.sh >&2  # set-up progress on stderr: stdout stays the training log
 exec build/tinytrain train "$@"

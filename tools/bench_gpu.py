@@ -236,8 +236,9 @@ def parse_output(output):
 
 
 def run_process(cmd, timeout):
-    """(rc, output, seconds) or (None, error text, seconds); on a timeout the whole process
-    group goes (torch.compile's workers too)."""
+    """(rc, None, seconds, output), or (None, error text, seconds, output so far) when it
+    cannot start or times out; on a timeout the whole process group goes (torch.compile's
+    workers too)."""
     t0 = time.monotonic()
     try:
         proc = subprocess.Popen(cmd, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,

@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Write a PyTorch reference run of the tinytrain model family as one safetensors file.
 
-The file is what `tinytrain verify` checks the engine against (format: DESIGN.md, "The
-reference format"): initial parameters, the token batches, step-0 logits and gradients,
+The file is what `tinytrain verify` checks the engine against (format:
+docs/reference-format.md): initial parameters, the token batches, step-0 logits and gradients,
 the loss of every step, and the parameters after the first and after the last AdamW step.
 
 Before the file is put in place, the run is replayed in float64 and the fp32 results are

@@ -3,8 +3,8 @@
 
 TinyTransformer = nn.Embedding (+ learned positional nn.Embedding) -> PyTorch's own
 nn.TransformerEncoder (batch_first, relu|gelu, post- or pre-norm, optional causal mask)
--> nn.Linear head. Its state_dict names are the engine's parameter names (docs: DESIGN.md,
-"The model family"), so a state_dict round-trips through safetensors unchanged.
+-> nn.Linear head. Its state_dict names are the engine's parameter names (docs:
+docs/architecture.md), so a state_dict round-trips through safetensors unchanged.
 
 Also: SEED_CONFIG (the seed workload's architecture), validate_config(), build_model(config)
 and pre_activation_modules(model). Run with Debian's /usr/bin/python3 (PyTorch 1.13).
