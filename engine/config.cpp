@@ -101,6 +101,11 @@ DType activation_dtype(Precision precision) {
   return DType::F32;
 }
 
+LossScalerConfig loss_scaler_for(Precision precision, LossScalerConfig base) {
+  base.dynamic = precision == Precision::FP16;
+  return base;
+}
+
 Precision parse_precision(const std::string& name) {
   if (name == "fp32") return Precision::FP32;
   if (name == "bf16") return Precision::BF16;

@@ -63,6 +63,8 @@ const char* recompute_name(Recompute recompute);
 Recompute parse_recompute(const std::string& name);          // throws InputError
 const char* precision_name(Precision precision);
 DType activation_dtype(Precision precision);
+// `base` with dynamic loss scaling on exactly for fp16 (bf16 and fp32 need none).
+LossScalerConfig loss_scaler_for(Precision precision, LossScalerConfig base = {});
 Precision parse_precision(const std::string& name);          // throws InputError
 Activation parse_activation(const std::string& name);        // throws InputError
 PosEmbedding parse_pos_embedding(const std::string& name);   // throws InputError

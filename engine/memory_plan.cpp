@@ -15,14 +15,11 @@ namespace {
 
 // Each entry's slot: its bytes up to the next entry's offset (alignment padding included),
 // so the items of one arena add up to exactly what the arena allocates.
-void add_arena(MemoryPlan& plan, const std::string& group, const ArenaPlan& arena,
-               const std::string& rename_from = "", const std::string& rename_to = "") {
+void add_arena(MemoryPlan& plan, const std::string& group, const ArenaPlan& arena) {
   const auto& entries = arena.entries();
   for (size_t i = 0; i < entries.size(); ++i) {
     const size_t end = i + 1 < entries.size() ? entries[i + 1].offset : arena.bytes();
-    std::string name = entries[i].name;
-    if (!rename_from.empty() && name == rename_from) name = rename_to;
-    plan.items.push_back({group, name, end - entries[i].offset, true});
+    plan.items.push_back({group, entries[i].name, end - entries[i].offset, true});
   }
 }
 
@@ -59,8 +56,9 @@ MemoryPlan plan_training(const TrainOptions& o, const std::string& backend) {
   const ParamLayout layout(c);
   MemoryPlan plan;
   // The same plans, in the same order, as the Trainer's members allocate them.
-  add_arena(plan, "weights", Model::plan_weights(layout, act), "params",
-            act == DType::F32 ? "params (fp32)" : "master params (fp32)");
+  add_arena(plan, "weights", Model::plan_weights(layout, act));
+  // plan_weights' first entry, "params": the fp32 parameters, or the masters of 16-bit working weights
+  plan.items.front().name = act == DType::F32 ? "params (fp32)" : "master params (fp32)";
   add_arena(plan, "activations", Model::plan_activations(c, micro, T, act, o.recompute));
   add_arena(plan, "optimizer", AdamW::plan_state(layout.total()));
   add_arena(plan, "loss scaler", LossScaler::plan_state());

@@ -19,6 +19,8 @@ const char* const kLayerBuffers[] = {"ln1", "ln1_mean", "ln1_rstd", "qkv", "prob
 
 // The layer's output, which the next layer reads: norm2's output (post-norm) or the second
 // residual sum (pre-norm). Recompute never drops it.
+// The buffer that holds a layer's output, kept per layer by every recompute mode; it must be
+// the one Model::layer_output returns.
 const char* layer_output_buffer(const ModelConfig& c) { return c.norm_first ? "res2" : "ln2"; }
 
 // The arena entry a layer's buffer lives in. Buffers that backward recomputes are shared by
@@ -129,6 +131,7 @@ AttentionShape Model::attention_shape() const {
   return AttentionShape{B_, T_, config_.n_head, config_.head_dim(), config_.causal};
 }
 
+// The buffer layer_output_buffer names (never shared under --recompute layer).
 Tensor Model::layer_output(int l) const { return config_.norm_first ? layers_[l].res2 : layers_[l].ln2; }
 
 Tensor Model::layer_input(int l) const { return l == 0 ? embedded_ : layer_output(l - 1); }

@@ -130,8 +130,7 @@ double Trainer::read_loss() {
 
 void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
   const int B = o.run.batch, T = o.run.seq;
-  LossScalerConfig scaler = o.loss_scaler;
-  scaler.dynamic = o.precision == Precision::FP16;
+  const LossScalerConfig scaler = loss_scaler_for(o.precision, o.loss_scaler);
   // The plan was checked against the free memory before; an allocation can still fail (other
   // processes, fragmentation): say so with the plan's numbers, before the first step.
   std::unique_ptr<Trainer> owned;

@@ -123,9 +123,9 @@ Tolerances tolerances_for(Precision precision) {
   return {10 * u, u, 4 * std::sqrt(u), 2e-6, 1.0};
 }
 
-double max_abs(const std::vector<float>& v) {
+double max_abs(const float* v, size_t n) {
   double m = 0.0;
-  for (float x : v) m = std::max(m, std::fabs(static_cast<double>(x)));
+  for (size_t i = 0; i < n; ++i) m = std::max(m, std::fabs(static_cast<double>(v[i])));
   return m;
 }
 
@@ -173,9 +173,7 @@ bool run_verify(Backend& backend, const std::string& path, std::ostream& out, Pr
       << model_config_to_json(config)
       << " batch " << B << " seq " << T << " steps " << S << std::endl;
   Report report(out);
-  LossScalerConfig scaler;
-  scaler.dynamic = precision == Precision::FP16;
-  Trainer trainer(backend, config, opt, B, T, /*seed=*/0, precision, scaler);
+  Trainer trainer(backend, config, opt, B, T, /*seed=*/0, precision, loss_scaler_for(precision));
   Model& model = trainer.model();
   if (!model.attention_note().empty()) out << "attention: " << model.attention_note() << std::endl;
   const size_t P = layout.total();
@@ -222,7 +220,7 @@ bool run_verify(Backend& backend, const std::string& path, std::ostream& out, Pr
     if (s == 0) {  // logits before the fused loss backward overwrites them with dlogits
       trainer.forward();
       download_float(model.logits(), host);
-      const double logits_tol = precision == Precision::FP32 ? tol.logits_rel : tol.logits_rel * max_abs(logits0);
+      const double logits_tol = precision == Precision::FP32 ? tol.logits_rel : tol.logits_rel * max_abs(logits0.data(), logits0.size());
       report.compare("logits0", host.data(), logits0.data(), logits0.size(), [logits_tol](size_t) { return logits_tol; });
     }
     trainer.forward_backward();
@@ -235,8 +233,7 @@ bool run_verify(Backend& backend, const std::string& path, std::ostream& out, Pr
       for (float& g : host) g /= scale;
       if (precision == Precision::FP32) {
         compare_params("grads.", host, grads0, [&tol](const ParamInfo& p, const float* w) {
-          double scale = 0.0;
-          for (int64_t i = 0; i < p.shape.numel(); ++i) scale = std::max(scale, std::fabs(static_cast<double>(w[i])));
+          const double scale = max_abs(w, static_cast<size_t>(p.shape.numel()));
           return [scale, &tol](size_t) { return tol.grads_rel * scale; };
         });
       } else {

@@ -106,9 +106,8 @@ inline std::vector<float> read_floats(Backend& backend, Tensor t) {
 inline RunResult run_steps(Backend& backend, const MemoryCase& mc, const RunOptions& o) {
   AdamWConfig opt;
   opt.lr = o.lr;
-  LossScalerConfig scaler;
-  scaler.dynamic = o.precision == Precision::FP16;
-  Trainer trainer(backend, mc.config, opt, o.B, mc.T, o.seed, o.precision, scaler, o.recompute, o.grad_accum);
+  Trainer trainer(backend, mc.config, opt, o.B, mc.T, o.seed, o.precision, loss_scaler_for(o.precision), o.recompute,
+                  o.grad_accum);
   trainer.load_params(init_params(trainer.model().layout(), o.seed).data());
   std::vector<int32_t> x(static_cast<size_t>(o.B) * mc.T), y(x.size());
   RunResult r;

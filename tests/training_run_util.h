@@ -27,9 +27,7 @@ inline TrainingRun train_seed_workload(Backend& backend, int steps, bool use_gra
   const int64_t seed = 1337;
   AdamWConfig opt;
   opt.lr = 1e-4;
-  LossScalerConfig scaler;
-  scaler.dynamic = precision == Precision::FP16;
-  Trainer trainer(backend, config, opt, B, T, seed, precision, scaler);
+  Trainer trainer(backend, config, opt, B, T, seed, precision, loss_scaler_for(precision));
   trainer.load_params(init_params(trainer.model().layout(), seed).data());
   TrainingRun run;
   run.attention_note = trainer.model().attention_note();
