@@ -8,9 +8,9 @@ namespace tt {
 // src (n) -> dst (n)
 void CpuBackend::cast(Tensor dst, Tensor src) {
   const int64_t n = src.numel();
-  dispatch_float(src.dtype, [&](auto src_type) {
+  dispatch_storage(src.dtype, [&](auto src_type) {
     using S = decltype(src_type);
-    dispatch_float(dst.dtype, [&](auto dst_type) {
+    dispatch_storage(dst.dtype, [&](auto dst_type) {
       using D = decltype(dst_type);
       const S* x = src.as<S>();
       D* y = dst.as<D>();

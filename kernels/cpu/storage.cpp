@@ -14,7 +14,7 @@ Fp32Scope::Fp32Scope(std::initializer_list<Tensor*> tensors) {
       copies_.push_back(Copy{t->data, t->dtype, std::vector<float>(t->numel())});
       copy = &copies_.back();
       std::vector<float>& v = copy->values;
-      dispatch_float(t->dtype, [&](auto storage_type) {
+      dispatch_storage(t->dtype, [&](auto storage_type) {
         const auto* x = t->as<decltype(storage_type)>();
         const int64_t n = static_cast<int64_t>(v.size());
 #pragma omp parallel for
@@ -30,15 +30,12 @@ Fp32Scope::~Fp32Scope() {
   for (Copy& c : copies_) {
     const float* v = c.values.data();
     const int64_t n = static_cast<int64_t>(c.values.size());
-    if (c.dtype == DType::BF16) {
-      bf16* y = static_cast<bf16*>(c.storage);
+    dispatch_storage(c.dtype, [&](auto storage_type) {  // BF16 or F16: only those are copied
+      using S = decltype(storage_type);
+      S* y = static_cast<S*>(c.storage);
 #pragma omp parallel for
-      for (int64_t i = 0; i < n; ++i) y[i] = float_to_bf16(v[i]);
-    } else {
-      f16* y = static_cast<f16*>(c.storage);
-#pragma omp parallel for
-      for (int64_t i = 0; i < n; ++i) y[i] = float_to_f16(v[i]);
-    }
+      for (int64_t i = 0; i < n; ++i) y[i] = from_float<S>(v[i]);
+    });
   }
 }
 

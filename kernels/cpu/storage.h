@@ -1,28 +1,11 @@
-// CPU helper: run code templated on the storage type of a float tensor. The lambda receives a
-// value of the storage type (float, bf16 or f16) only to carry the type:
-//   dispatch_float(t.dtype, [&](auto s) { using S = decltype(s); ... t.as<S>() ... });
+// How the CPU backend runs ops on bf16/fp16 storage (Fp32Scope). Code templated on the
+// storage type dispatches with kernels/common/dispatch.h.
 #pragma once
 #include <initializer_list>
-#include <stdexcept>
-#include <string>
 #include <vector>
 
 #include "engine/tensor.h"
-#include "kernels/common/half.h"
-
-namespace tt {
-
-template <typename Fn>
-void dispatch_float(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::F32: fn(float{}); return;
-    case DType::BF16: fn(bf16{}); return;
-    case DType::F16: fn(f16{}); return;
-    default: throw std::logic_error(std::string("expected a float tensor, got ") + dtype_name(dtype));
-  }
-}
-
-}  // namespace tt
+#include "kernels/common/dispatch.h"
 
 namespace tt {
 

@@ -18,6 +18,7 @@
 #include <string>
 
 #include "engine/tensor.h"
+#include "kernels/common/dispatch.h"  // dispatch_storage
 #include "kernels/common/half.h"
 
 namespace tt {
@@ -40,18 +41,6 @@ inline DType shared_storage_dtype(const char* op, std::initializer_list<Tensor> 
     found = true;
   }
   return dtype;
-}
-
-// Calls fn with a value of the storage type of `dtype` (float, bf16 or f16), only to carry
-// the type: fn instantiates its kernels for that type.
-template <typename Fn>
-void dispatch_storage(DType dtype, Fn&& fn) {
-  switch (dtype) {
-    case DType::F32: fn(float{}); return;
-    case DType::BF16: fn(bf16{}); return;
-    case DType::F16: fn(f16{}); return;
-    default: throw std::invalid_argument(std::string("expected a float tensor, got ") + dtype_name(dtype));
-  }
 }
 
 // S's pointer into a view, or null for a view without data (an absent optional tensor).
