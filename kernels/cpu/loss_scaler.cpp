@@ -1,4 +1,5 @@
 // The once-per-step gradient check and loss-scaler update (CPU).
+#include <algorithm>
 #include <cmath>
 #include <vector>
 

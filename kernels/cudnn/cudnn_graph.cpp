@@ -54,43 +54,33 @@ const CudnnDescriptor& CudnnGraph::tensor_desc(int64_t id) const {
   return *it->second;
 }
 
-int64_t CudnnGraph::tensor(cudnnDataType_t dtype, const Dims4& dims, const Dims4& strides, bool is_virtual) {
+int64_t CudnnGraph::add_tensor(cudnnDataType_t dtype, const Dims4& dims, const Dims4& strides, bool is_virtual,
+                               bool by_value, float value) {
   const int64_t id = next_id_++;
   const int64_t alignment = 16;  // bytes: every pointer we pass is 16-byte aligned
+  const bool yes = true;
   CudnnDescriptor& t = keep(std::make_unique<CudnnDescriptor>(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dtype)
       .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, dims.data())
       .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, strides.data())
       .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &id)
       .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment);
-  if (is_virtual) {
-    const bool yes = true;
-    t.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes);
-  }
+  if (is_virtual) t.set(CUDNN_ATTR_TENSOR_IS_VIRTUAL, CUDNN_TYPE_BOOLEAN, 1, &yes);
+  if (by_value) t.set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes);
   t.finalize("cuDNN tensor descriptor");
   tensors_[id] = &t;
-  tensor_list_.push_back(GraphTensor{id, dtype, dims, strides, is_virtual, false, 0.0f});
+  if (by_value) scalars_[id] = value;
+  tensor_list_.push_back(GraphTensor{id, dtype, dims, strides, is_virtual, by_value, value});
   return id;
 }
 
+int64_t CudnnGraph::tensor(cudnnDataType_t dtype, const Dims4& dims, const Dims4& strides, bool is_virtual) {
+  return add_tensor(dtype, dims, strides, is_virtual, false, 0.0f);
+}
+
 int64_t CudnnGraph::scalar(float value) {
-  const int64_t id = next_id_++;
-  const cudnnDataType_t dtype = CUDNN_DATA_FLOAT;
   const Dims4 ones = {1, 1, 1, 1};
-  const int64_t alignment = 16;
-  const bool yes = true;
-  CudnnDescriptor& t = keep(std::make_unique<CudnnDescriptor>(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
-  t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dtype)
-      .set(CUDNN_ATTR_TENSOR_DIMENSIONS, CUDNN_TYPE_INT64, 4, ones.data())
-      .set(CUDNN_ATTR_TENSOR_STRIDES, CUDNN_TYPE_INT64, 4, ones.data())
-      .set(CUDNN_ATTR_TENSOR_UNIQUE_ID, CUDNN_TYPE_INT64, 1, &id)
-      .set(CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, CUDNN_TYPE_INT64, 1, &alignment)
-      .set(CUDNN_ATTR_TENSOR_IS_BY_VALUE, CUDNN_TYPE_BOOLEAN, 1, &yes);
-  t.finalize("cuDNN scalar descriptor");
-  tensors_[id] = &t;
-  scalars_[id] = value;
-  tensor_list_.push_back(GraphTensor{id, dtype, ones, ones, false, true, value});
-  return id;
+  return add_tensor(CUDNN_DATA_FLOAT, ones, ones, false, true, value);
 }
 
 void CudnnGraph::add_op(std::unique_ptr<CudnnDescriptor> op) {

@@ -131,6 +131,8 @@ class CudnnGraph {
   std::unique_ptr<CudnnPlan> build(cudnnHandle_t handle, const std::string& what);
 
  private:
+  int64_t add_tensor(cudnnDataType_t dtype, const Dims4& dims, const Dims4& strides, bool is_virtual, bool by_value,
+                     float value);
   const CudnnDescriptor& tensor_desc(int64_t id) const;
   CudnnDescriptor& keep(std::unique_ptr<CudnnDescriptor> d);
   void add_op(std::unique_ptr<CudnnDescriptor> op);

@@ -166,7 +166,7 @@ void describe_sdpa_backward(CudnnGraph& g, const SdpaCase& c, SdpaBackwardIds& i
   if (dropout) weights = times(g, sd, times(g, sd, probs, mask), g.scalar(keep_scale));
 
   // dV = weights^T dO: the transpose is a strided view, in the io dtype
-  const Dims4 t_strides = {sd[1] * sd[2] * sd[3], sd[2] * sd[3], 1, sd[3]};
+  const Dims4 t_strides = transposed(packed_strides(sd));  // (T_k, T_q) over the (T_q, T_k) layout
   const int64_t weights_t = g.tensor(c.io, transposed(sd), t_strides, true);
   g.reshape(weights, weights_t);
   g.matmul(weights_t, ids.dout, ids.dv);
