@@ -83,6 +83,9 @@ inline std::vector<int32_t> random_ints(size_t n, uint32_t seed, int lo, int hi)
 
 inline std::vector<double> to_double(const std::vector<float>& v) { return std::vector<double>(v.begin(), v.end()); }
 
+// An output buffer the op must overwrite entirely: NaN everywhere, so a skipped element shows.
+inline std::vector<float> nan_filled(size_t n) { return std::vector<float>(n, std::nanf("")); }
+
 // ---- error measures ----
 inline double max_abs(const std::vector<double>& v) {
   double m = 0.0;

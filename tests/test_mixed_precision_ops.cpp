@@ -62,7 +62,7 @@ using test::random_ints;
 using test::rounded;
 using test::scalar_f32;
 
-std::vector<float> nan_filled(size_t n) { return std::vector<float>(n, std::nanf("")); }
+using test::nan_filled;
 
 std::string half_name(const ::testing::TestParamInfo<HalfType>& info) { return info.param.name; }
 
