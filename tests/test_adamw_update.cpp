@@ -193,7 +193,6 @@ TEST(AdamWUpdate, BackendStepEqualsHeaderUpdateBitForBit) {
   for (const Hyper& h : {kTorchDefaults, kLargeLrAndDecay, kOtherBetas}) {
     std::vector<float> p = random_floats(kN, 140, -2.0f, 2.0f), m(kN, 0.0f), v(kN, 0.0f);
     std::vector<float> p2 = p, m2 = m, v2 = v;
-    const Shape n{static_cast<int64_t>(kN)};
     for (int t = 1; t <= 5; ++t) {
       std::vector<float> g = gradients(kN, t);
       header_update(p, g, m, v, scalars(h, t));
