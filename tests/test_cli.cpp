@@ -174,33 +174,26 @@ TEST(CliTrainConfig, SeedOutOfRange) {
 TEST(CliTrainConfig, IntOutOfRange) { expect_train_config_error({{"--batch", "99999999999"}}, {"--batch"}); }
 
 // Precision, memory and loss-scaler flags: a bad value is one line naming the flag.
-TEST(CliTrainConfig, UnknownPrecision) {
-  ScratchDir dir;
-  expect_user_error(run_command(train_args({{"--precision", "fp8"}}), dir.path()), {"precision", "fp8"});
-}
+TEST(CliTrainConfig, UnknownPrecision) { expect_train_config_error({{"--precision", "fp8"}}, {"precision", "fp8"}); }
 
 TEST(CliTrainConfig, UnknownRecomputeMode) {
-  ScratchDir dir;
-  expect_user_error(run_command(train_args({{"--recompute", "some"}}), dir.path()), {"recompute", "some"});
+  expect_train_config_error({{"--recompute", "some"}}, {"recompute", "some"});
 }
 
 TEST(CliTrainConfig, GradAccumMustDivideTheBatch) {
-  ScratchDir dir;
-  expect_user_error(run_command(train_args({{"--grad-accum", "3"}}), dir.path()), {"--grad-accum", "divide"});
-  expect_user_error(run_command(train_args({{"--grad-accum", "0"}}), dir.path()), {"--grad-accum"});
+  expect_train_config_error({{"--grad-accum", "3"}}, {"--grad-accum", "divide"});
+  expect_train_config_error({{"--grad-accum", "0"}}, {"--grad-accum"});
 }
 
 TEST(CliTrainConfig, LossScaleFlagsOutOfRange) {
-  ScratchDir dir;
-  expect_user_error(run_command(train_args({{"--loss-scale-init", "0"}}), dir.path()), {"--loss-scale-init"});
-  expect_user_error(run_command(train_args({{"--loss-scale-backoff", "1.5"}}), dir.path()), {"--loss-scale-backoff"});
-  expect_user_error(run_command(train_args({{"--loss-scale-growth", "1"}}), dir.path()), {"--loss-scale-growth"});
-  expect_user_error(run_command(train_args({{"--loss-scale-interval", "0"}}), dir.path()), {"--loss-scale-interval"});
+  expect_train_config_error({{"--loss-scale-init", "0"}}, {"--loss-scale-init"});
+  expect_train_config_error({{"--loss-scale-backoff", "1.5"}}, {"--loss-scale-backoff"});
+  expect_train_config_error({{"--loss-scale-growth", "1"}}, {"--loss-scale-growth"});
+  expect_train_config_error({{"--loss-scale-interval", "0"}}, {"--loss-scale-interval"});
 }
 
 TEST(CliTrainConfig, MalformedDeviceMemory) {
-  ScratchDir dir;
-  expect_user_error(run_command(train_args({{"--device-memory", "lots"}}), dir.path()), {"--device-memory", "lots"});
+  expect_train_config_error({{"--device-memory", "lots"}}, {"--device-memory", "lots"});
 }
 
 TEST(CliTrainConfig, ZeroLogEvery) {

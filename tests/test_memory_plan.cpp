@@ -4,13 +4,13 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
-#include <cstdio>
 #include <sstream>
 #include <vector>
 
 #include "engine/init.h"
 #include "engine/memory_plan.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "tests/cli_test_util.h"
 
 namespace tt {
 namespace {
@@ -192,19 +192,16 @@ namespace {
 // Through the CLI: a plan that cannot fit stops with one line and a non-zero exit, before the
 // backend allocates anything (the check runs on the plan alone).
 TEST(MemoryPlanCli, TrainRefusesAPlanThatDoesNotFit) {
-  const std::string command = std::string(TINYTRAIN_BIN) +
-                              " train --backend cpu --threads 1 --device-memory 70MiB 2>&1 >/dev/null; echo exit=$?";
-  FILE* pipe = popen(command.c_str(), "r");
-  ASSERT_NE(pipe, nullptr);
-  std::string output;
-  char buffer[4096];
-  while (fgets(buffer, sizeof buffer, pipe)) output += buffer;
-  pclose(pipe);
-  EXPECT_NE(output.find("error: out of memory: the plan needs 77.1 MiB but 70.0 MiB are free"), std::string::npos)
-      << output;
-  EXPECT_NE(output.find("--recompute ffn (61.1 MiB)"), std::string::npos) << output;
-  EXPECT_NE(output.find("exit=1"), std::string::npos) << output;
-  EXPECT_EQ(std::count(output.begin(), output.end(), '\n'), 2) << "one error line, then the exit code: " << output;
+  test::ScratchDir dir;
+  const test::CliResult r = test::run_command(
+      {TINYTRAIN_BIN, "train", "--backend", "cpu", "--threads", "1", "--device-memory", "70MiB"}, dir.path());
+  SCOPED_TRACE(r.describe());
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 1);
+  EXPECT_EQ(r.out, "") << "no step ran";
+  ASSERT_EQ(r.err_lines().size(), 1u);
+  EXPECT_NE(r.err.find("error: out of memory: the plan needs 77.1 MiB but 70.0 MiB are free"), std::string::npos);
+  EXPECT_NE(r.err.find("--recompute ffn (61.1 MiB)"), std::string::npos);
 }
 
 }  // namespace
