@@ -37,21 +37,18 @@ TEST(CudaTraining, VerifyPassesEveryCommittedReference) {
 }
 
 using test::TrainingRun;
-
-TrainingRun train(Backend& backend, int steps, bool use_graph) {
-  return test::train_seed_workload(backend, steps, use_graph);
-}
+using test::train_seed_workload;
 
 TEST(CudaTraining, TwoRunsGiveTheSameBits) {
   REQUIRE_CUDA(cuda);
-  const TrainingRun a = train(*cuda, 20, true), b = train(*cuda, 20, true);
+  const TrainingRun a = train_seed_workload(*cuda, 20, true), b = train_seed_workload(*cuda, 20, true);
   EXPECT_EQ(a.losses, b.losses);
   EXPECT_EQ(a.params, b.params);
 }
 
 TEST(CudaTraining, GraphReplayGivesTheSameBitsAsEagerKernels) {
   REQUIRE_CUDA(cuda);
-  const TrainingRun graph = train(*cuda, 20, true), eager = train(*cuda, 20, false);
+  const TrainingRun graph = train_seed_workload(*cuda, 20, true), eager = train_seed_workload(*cuda, 20, false);
   EXPECT_EQ(graph.losses, eager.losses);
   EXPECT_EQ(graph.params, eager.params);
 }
@@ -64,7 +61,7 @@ TEST(CudaTraining, GraphReplayGivesTheSameBitsAsEagerKernels) {
 TEST(CudaTraining, SeedWorkloadFollowsTheCpuLossCurve) {
   REQUIRE_CUDA(cuda);
   auto cpu = make_cpu_backend();
-  const TrainingRun on_gpu = train(*cuda, 100, true), on_cpu = train(*cpu, 100, false);
+  const TrainingRun on_gpu = train_seed_workload(*cuda, 100, true), on_cpu = train_seed_workload(*cpu, 100, false);
   double worst = 0.0;
   for (size_t s = 0; s < on_cpu.losses.size(); ++s) {
     worst = std::max(worst, std::fabs(on_gpu.losses[s] - on_cpu.losses[s]));

@@ -4,7 +4,6 @@
 #include "engine/safetensors.h"
 
 #include <gtest/gtest.h>
-#include <stdlib.h>  // mkdtemp
 
 #include <cstdint>
 #include <cstring>
@@ -15,6 +14,7 @@
 #include <vector>
 
 #include "engine/config.h"
+#include "tests/cli_test_util.h"
 
 namespace tt {
 namespace {
@@ -23,33 +23,16 @@ namespace fs = std::filesystem;
 
 class SafetensorsTest : public ::testing::Test {
  protected:
-  void SetUp() override {
-    char tmpl[] = "/tmp/tt_safetensors_XXXXXX";
-    ASSERT_NE(mkdtemp(tmpl), nullptr);
-    dir_ = tmpl;
-  }
-  void TearDown() override {
-    std::error_code ec;
-    fs::remove_all(dir_, ec);
-  }
-
-  std::string path(const std::string& name) const { return dir_ + "/" + name; }
+  std::string path(const std::string& name) const { return dir_.file(name); }
 
   // Writes bytes exactly as given.
-  std::string write_bytes(const std::string& name, const std::string& bytes) const {
-    const std::string p = path(name);
-    std::ofstream(p, std::ios::binary).write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
-    return p;
-  }
+  std::string write_bytes(const std::string& name, const std::string& bytes) const { return dir_.write(name, bytes); }
 
   // Writes a safetensors file by hand: header length (the JSON's own length unless given),
   // the JSON text, then the data section.
   std::string write_raw(const std::string& name, const std::string& json, const std::string& data = "",
                         uint64_t header_len = UINT64_MAX) const {
-    if (header_len == UINT64_MAX) header_len = json.size();
-    std::string bytes(8, '\0');
-    for (int i = 0; i < 8; ++i) bytes[i] = static_cast<char>((header_len >> (8 * i)) & 0xff);
-    return write_bytes(name, bytes + json + data);
+    return dir_.write(name, test::raw_safetensors(json, data, header_len));
   }
 
   // Runs fn, expects an InputError whose message starts with "<path>: " and contains phrase;
@@ -78,7 +61,7 @@ class SafetensorsTest : public ::testing::Test {
     return write_raw(name, "{\"t\":" + body + "}", data);
   }
 
-  std::string dir_;
+  test::ScratchDir dir_;
 };
 
 // ---------------------------------------------------------------- round trips
@@ -270,7 +253,7 @@ TEST_F(SafetensorsTest, FileCannotBeOpened) {
   expect_open_error(p, "cannot open file");
 }
 
-TEST_F(SafetensorsTest, DirectoryCannotBeRead) { expect_open_error(dir_, "cannot read file"); }
+TEST_F(SafetensorsTest, DirectoryCannotBeRead) { expect_open_error(dir_.path(), "cannot read file"); }
 
 TEST_F(SafetensorsTest, EmptyFileIsTruncated) { expect_open_error(write_bytes("e", ""), "truncated"); }
 
