@@ -59,6 +59,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/device_query.h"
+#include "tests/mixed_precision_util.h"
 #include "tests/op_test_util.h"
 
 #ifdef TINYTRAIN_HAVE_CUDA
@@ -86,22 +87,14 @@ constexpr double kElementwiseTol = 1e-6;
 // Unit roundoff of a storage type: half the distance from 1 to the next value (0 for fp32,
 // whose rounding the fp32 tolerances already hold).
 double unit_roundoff(DType dtype) {
-  switch (dtype) {
-    case DType::BF16: return 1.0 / 256.0;   // 8 significant bits
-    case DType::F16: return 1.0 / 2048.0;   // 11 significant bits
-    default: return 0.0;
-  }
+  return dtype == DType::BF16 ? test::kBf16.u : dtype == DType::F16 ? test::kFp16.u : 0.0;
 }
 // What storing in `dtype` adds to a comparison of two backends: neighbouring values, 2u apart.
 double storage_tol(DType dtype) { return 2.0 * unit_roundoff(dtype); }
 
 // The values a tensor of `dtype` holds for `values`: each rounded to the type (exact for F32).
 std::vector<float> round_to(DType dtype, std::vector<float> values) {
-  if (dtype == DType::BF16)
-    for (float& x : values) x = to_float(float_to_bf16(x));
-  else if (dtype == DType::F16)
-    for (float& x : values) x = to_float(float_to_f16(x));
-  return values;
+  return dtype == DType::F32 ? values : test::rounded(dtype, std::move(values));
 }
 
 // "_bf16" / "_f16" for test names; nothing for fp32, whose cases keep their names.
@@ -238,22 +231,6 @@ struct CaseResult {
   std::vector<std::vector<int32_t>> i32;
 };
 
-// The bits a 16-bit tensor stores for `values` (already values of the type: the rounding is exact).
-std::vector<uint16_t> to_bits16(DType dtype, const std::vector<float>& values) {
-  std::vector<uint16_t> bits(values.size());
-  for (size_t i = 0; i < values.size(); ++i)
-    bits[i] = dtype == DType::BF16 ? float_to_bf16(values[i]).bits : float_to_f16(values[i]).bits;
-  return bits;
-}
-
-// The fp32 values of stored 16-bit tensor bits (exact).
-std::vector<float> from_bits16(DType dtype, const std::vector<uint16_t>& bits) {
-  std::vector<float> values(bits.size());
-  for (size_t i = 0; i < bits.size(); ++i)
-    values[i] = dtype == DType::BF16 ? to_float(bf16{bits[i]}) : to_float(f16{bits[i]});
-  return values;
-}
-
 bool is_16bit(DType dtype) { return dtype == DType::BF16 || dtype == DType::F16; }
 
 // Copies the case's tensors to `backend`, runs its ops there, and copies the compared tensors
@@ -267,8 +244,9 @@ CaseResult run_on(Backend& backend, const OpCase& c) {
       const size_t offset = static_cast<size_t>(t.offset_floats) * dtype_size(t.dtype);
       view.data = static_cast<char*>(memory.allocate(view.bytes() + offset)) + offset;
       if (is_16bit(t.dtype)) {
-        const std::vector<uint16_t> bits = to_bits16(t.dtype, t.f32);  // copy_to_device copies it before returning
-        backend.copy_to_device(view.data, bits.data(), view.bytes());
+        // the bits of values already of the type (exact); copy_to_device copies them before returning
+        const test::HalfBuffer stored = test::half_of(t.dtype, t.f32);
+        backend.copy_to_device(view.data, stored.bits.data(), view.bytes());
       } else {
         const void* src = t.dtype == DType::F32 ? static_cast<const void*>(t.f32.data())
                                                 : static_cast<const void*>(t.i32.data());
@@ -288,9 +266,9 @@ CaseResult run_on(Backend& backend, const OpCase& c) {
       result.i32[i].resize(t.shape.numel());
       backend.copy_to_host(result.i32[i].data(), views[i].data, views[i].bytes());
     } else if (is_16bit(t.dtype)) {
-      std::vector<uint16_t> bits(t.shape.numel());
-      backend.copy_to_host(bits.data(), views[i].data, views[i].bytes());
-      result.f32[i] = from_bits16(t.dtype, bits);
+      test::HalfBuffer stored{t.dtype, std::vector<uint16_t>(t.shape.numel())};
+      backend.copy_to_host(stored.bits.data(), views[i].data, views[i].bytes());
+      result.f32[i] = stored.values();
     } else {
       result.f32[i].resize(t.shape.numel());
       backend.copy_to_host(result.f32[i].data(), views[i].data, views[i].bytes());
