@@ -415,15 +415,8 @@ TEST_P(CpuAttention, BackwardMatchesFiniteDifferences) {
   const int C = s.NH * s.HS;
   std::vector<float> qkv = random_floats(s.B * s.T * 3 * C, 32, -1.5f, 1.5f);
   std::vector<float> R = random_floats(s.B * s.T * C, 33);
-  std::vector<float> out(s.B * s.T * C), probs(s.B * s.NH * s.T * s.T);
-  const Shape qkv_shape{s.B, s.T, 3 * C}, out_shape{s.B, s.T, C}, probs_shape{s.B, s.NH, s.T, s.T};
-  backend->attention_forward(f32_view(out, out_shape), f32_view(probs, probs_shape), f32_view(qkv, qkv_shape), s,
-                             mask_of(key, p));
   // dqkv is overwritten, dprobs is scratch: NaN in either must not leak into the result
-  std::vector<float> dqkv = nan_filled(qkv.size()), dprobs = nan_filled(probs.size());
-  backend->attention_backward(f32_view(dqkv, qkv_shape), f32_view(dprobs, probs_shape), f32_view(R, out_shape),
-                              f32_view(qkv, qkv_shape), f32_view(out, out_shape), f32_view(probs, probs_shape), s,
-                              mask_of(key, p));
+  const std::vector<float> dqkv = test::attention_f32(*backend, s, qkv, R, mask_of(key, p)).dqkv;
 
   const std::vector<double> R_d = to_double(R);
   auto dqkv_fd = central_diff([&](const std::vector<double>& x) { return dot(attention_ref(x, s, p, key), R_d); },

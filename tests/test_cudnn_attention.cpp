@@ -149,7 +149,7 @@ TEST(CudnnAttentionGraphs, ComputeAttentionWhenEvaluatedOnTheHost) {
     const AttentionShape s = e.s;
     const int C = s.NH * s.HS;
     const std::string label = "T" + std::to_string(s.T) + (s.causal ? " causal" : "") + " p " + std::to_string(e.p);
-    const Shape qkv_shape{s.B, s.T, 3 * C}, out_shape{s.B, s.T, C}, probs_shape{s.B, s.NH, s.T, s.T};
+    const Shape qkv_shape{s.B, s.T, 3 * C}, out_shape{s.B, s.T, C};
     std::vector<float> qkv = test::random_floats(qkv_shape.numel(), 61, -1.5f, 1.5f);
     std::vector<float> dout = test::random_floats(out_shape.numel(), 62);
     uint32_t step = 5;
@@ -157,13 +157,8 @@ TEST(CudnnAttentionGraphs, ComputeAttentionWhenEvaluatedOnTheHost) {
 
     // the CPU backend, fp32
     auto cpu = make_cpu_backend();
-    std::vector<float> out32(out_shape.numel()), probs32(probs_shape.numel()), dqkv32(qkv_shape.numel()),
-        dprobs32(probs_shape.numel());
-    cpu->attention_forward(test::f32_view(out32, out_shape), test::f32_view(probs32, probs_shape),
-                           test::f32_view(qkv, qkv_shape), s, mask);
-    cpu->attention_backward(test::f32_view(dqkv32, qkv_shape), test::f32_view(dprobs32, probs_shape),
-                            test::f32_view(dout, out_shape), test::f32_view(qkv, qkv_shape),
-                            test::f32_view(out32, out_shape), test::f32_view(probs32, probs_shape), s, mask);
+    const test::AttentionF32 ref = test::attention_f32(*cpu, s, qkv, dout, mask);
+    const std::vector<float>&out32 = ref.out, &probs32 = ref.probs, &dqkv32 = ref.dqkv;
 
     // the graphs, with the CPU backend's keep decisions as their Bernoulli samples
     const DropoutKey key = mask.key();
@@ -339,7 +334,7 @@ TEST_P(CudnnAttentionNoDropout, MatchesTheFp32ReferenceOnTheSameInputs) {
   const AttentionShape s = GetParam().shape.s;
   const HalfType h = GetParam().type;
   const int C = s.NH * s.HS;
-  const Shape qkv_shape{s.B, s.T, 3 * C}, out_shape{s.B, s.T, C}, probs_shape{s.B, s.NH, s.T, s.T};
+  const Shape qkv_shape{s.B, s.T, 3 * C}, out_shape{s.B, s.T, C};
   const std::vector<float> qkv = test::rounded(h.dtype, test::random_floats(qkv_shape.numel(), 41, -1.5f, 1.5f));
   const std::vector<float> dout = test::rounded(h.dtype, test::random_floats(out_shape.numel(), 42));
   uint32_t step = 0;
@@ -347,13 +342,8 @@ TEST_P(CudnnAttentionNoDropout, MatchesTheFp32ReferenceOnTheSameInputs) {
 
   // the reference: the CPU backend in fp32 on the same (exactly widened) values
   auto cpu = make_cpu_backend();
-  std::vector<float> qkv32 = qkv, dout32 = dout, out32(out_shape.numel()), probs32(probs_shape.numel());
-  std::vector<float> dqkv32(qkv_shape.numel()), dprobs32(probs_shape.numel());
-  cpu->attention_forward(test::f32_view(out32, out_shape), test::f32_view(probs32, probs_shape),
-                         test::f32_view(qkv32, qkv_shape), s, no_dropout);
-  cpu->attention_backward(test::f32_view(dqkv32, qkv_shape), test::f32_view(dprobs32, probs_shape),
-                          test::f32_view(dout32, out_shape), test::f32_view(qkv32, qkv_shape),
-                          test::f32_view(out32, out_shape), test::f32_view(probs32, probs_shape), s, no_dropout);
+  const test::AttentionF32 ref = test::attention_f32(*cpu, s, qkv, dout, no_dropout);
+  const std::vector<float>&out32 = ref.out, &dqkv32 = ref.dqkv;
   // the row statistics in double: log sum_j exp(score_ij) over the unmasked keys
   std::vector<double> stats_ref(static_cast<size_t>(s.B) * s.NH * s.T);
   const double scale = 1.0 / std::sqrt(static_cast<double>(s.HS));

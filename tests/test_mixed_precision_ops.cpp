@@ -225,13 +225,8 @@ TEST_P(MixedPrecisionAttention, BackwardWithinOneRoundingOfStoredProbs) {
   HalfBuffer qkv16 = half_of(h().dtype, qkv), dout16 = half_of(h().dtype, dout);
 
   // fp32 forward + backward
-  std::vector<float> out32(out_shape.numel()), probs32(probs_shape.numel());
-  backend->attention_forward(f32_view(out32, out_shape), f32_view(probs32, probs_shape), f32_view(qkv, qkv_shape), s,
-                             mask_of(key, p));
-  std::vector<float> dqkv32 = nan_filled(qkv.size()), dprobs32 = nan_filled(probs32.size());
-  backend->attention_backward(f32_view(dqkv32, qkv_shape), f32_view(dprobs32, probs_shape), f32_view(dout, out_shape),
-                              f32_view(qkv, qkv_shape), f32_view(out32, out_shape), f32_view(probs32, probs_shape), s,
-                              mask_of(key, p));
+  test::AttentionF32 fp32 = test::attention_f32(*backend, s, qkv, dout, mask_of(key, p));
+  std::vector<float>&out32 = fp32.out, &probs32 = fp32.probs, &dqkv32 = fp32.dqkv;
   // 16-bit forward + backward (dprobs scratch in 16 bits too, as the model plans it)
   HalfBuffer out16 = half_nan(h().dtype, out32.size()), probs16 = half_nan(h().dtype, probs32.size());
   backend->attention_forward(out16.view(out_shape), probs16.view(probs_shape), qkv16.view(qkv_shape), s,
@@ -410,7 +405,9 @@ TEST_P(MixedPrecisionOps, DropoutIsRoundedFp32AndWorksInPlace) {
     backend->dropout_forward(f32_view(y32, {n}), f32_view(x, {n}), mask_of(key, p));
     backend->dropout_forward(y16.view({n}), x16.view({n}), mask_of(key, p));
     expect_stored_rounding(name + " fwd", y16, y32, h());
-    if (p == 0.0f) EXPECT_EQ(y16.bits, x16.bits) << "p = 0 is the identity";
+    if (p == 0.0f) {
+      EXPECT_EQ(y16.bits, x16.bits) << "p = 0 is the identity";
+    }
 
     HalfBuffer inplace = x16;  // as the model runs it: out over inp
     backend->dropout_forward(inplace.view({n}), inplace.view({n}), mask_of(key, p));
