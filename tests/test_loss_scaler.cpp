@@ -31,6 +31,7 @@
 #include "tests/cli_test_util.h"
 #include "tests/mixed_precision_util.h"
 #include "tests/test_models.h"
+#include "tests/training_run_util.h"
 
 namespace tt {
 
@@ -525,35 +526,19 @@ TEST(LossScalerCli, DivergedTrainingPrintsOneLineNamingTheStep) {
 //   the rounding): measured max over 100 steps ~0.025 u x loss for both types.
 // c = 1/4 is a decade above that, and below the ~0.5 u x loss a systematic error (every token
 // off the same way, e.g. biased rounding) would give without the averaging.
+// The seed workload with dropout 0 (so the curves differ only by the storage precision).
 std::vector<double> seed_workload_curve(Precision precision, int steps) {
   ModelConfig config;  // the seed config's defaults
   config.dropout = 0.0f;
-  AdamWConfig opt;
-  opt.lr = 1e-4;
-  const int B = 16, T = 64;
-  const uint64_t seed = 1337;
   auto backend = make_cpu_backend();
-  LossScalerConfig scaler;
-  scaler.dynamic = precision == Precision::FP16;
-  Trainer trainer(*backend, config, opt, B, T, seed, precision, scaler);
-  trainer.load_params(init_params(trainer.model().layout(), seed).data());
-  std::vector<int32_t> x(B * T), y(B * T);
-  std::vector<double> losses;
   const auto start = std::chrono::steady_clock::now();
-  for (int s = 0; s < steps; ++s) {
-    random_batch(seed, s, B, T, config.vocab_size, x.data(), y.data());
-    trainer.load_batch(x.data(), y.data(), s);
-    trainer.forward_backward();
-    losses.push_back(trainer.read_loss());
-    trainer.optimizer_step();
-  }
-  const LossScalerStatus st = trainer.scaler().read();
+  const test::TrainingRun run = test::train_seed_workload(*backend, steps, /*use_graph=*/false, config, precision);
   std::printf("[ seed     ] %s: %d steps in %.1f s, loss %.5f -> %.5f, skipped %d, scale %g\n",
               precision_name(precision), steps,
-              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), losses.front(),
-              losses.back(), st.skipped_steps, st.scale);
-  EXPECT_EQ(st.skipped_steps, 0) << precision_name(precision);
-  return losses;
+              std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count(), run.losses.front(),
+              run.losses.back(), run.scaler.skipped_steps, run.scaler.scale);
+  EXPECT_EQ(run.scaler.skipped_steps, 0) << precision_name(precision);
+  return run.losses;
 }
 
 TEST(MixedPrecisionSeedWorkload, LossCurvesStayWithinAQuarterUTimesLossOfFp32) {
