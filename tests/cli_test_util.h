@@ -165,6 +165,13 @@ class ScratchDir {
 
 // ---- raw safetensors ----
 
+// The header length a safetensors file's first 8 bytes hold (little-endian); bytes has >= 8.
+inline uint64_t header_length(const std::string& bytes) {
+  uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  return n;
+}
+
 // 8-byte little-endian header length, the header text as given, then the data section.
 // header_len defaults to the header's own length; give another to build a lying file.
 inline std::string raw_safetensors(const std::string& header, const std::string& data = "",
@@ -204,8 +211,7 @@ struct RawSafetensors {
       ADD_FAILURE() << path << ": too short to be safetensors";
       return st;
     }
-    uint64_t n = 0;
-    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+    const uint64_t n = header_length(bytes);
     const nlohmann::ordered_json header = nlohmann::ordered_json::parse(bytes.substr(8, n));
     const std::string data = bytes.substr(8 + n);
     for (const auto& item : header.items()) {

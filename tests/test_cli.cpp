@@ -313,8 +313,7 @@ TEST_F(CliVerifyBadFile, OverlappingTensors) {
 TEST_F(CliVerifyBadFile, OverlappingTensorsInReference) {
   // The same problem inside an otherwise valid reference: loss moved onto y's bytes.
   // Only a header edit, so the data section is untouched.
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(seed_bytes_[i]);
+  const uint64_t n = header_length(seed_bytes_);
   nlohmann::ordered_json header = nlohmann::ordered_json::parse(seed_bytes_.substr(8, n));
   const std::string data = seed_bytes_.substr(8 + n);
   const uint64_t y_begin = header["y"]["data_offsets"][0].get<uint64_t>();

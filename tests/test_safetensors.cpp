@@ -124,10 +124,8 @@ TEST_F(SafetensorsTest, WriterPadsHeaderToEightBytesAndLeavesNoTmpFile) {
   const std::vector<float> v = {1, 2, 3};
   write_safetensors(p, {{"k", "v"}}, {{"a", DType::F32, Shape{3}, v.data()}});
   EXPECT_FALSE(fs::exists(p + ".tmp"));
-  std::ifstream in(p, std::ios::binary);
-  const std::string bytes((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-  uint64_t n = 0;
-  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[i]);
+  const std::string bytes = test::read_whole_file(p);
+  const uint64_t n = test::header_length(bytes);
   EXPECT_EQ(n % 8, 0u);
   EXPECT_EQ(bytes.size(), 8 + n + 12);  // header, then exactly the data
   float first;
