@@ -22,7 +22,7 @@ Rows (each a separate process doing the same training, AdamW lr 1e-4, data on th
   torch-compile-fp32 (seed), torch-compile-bf16 (large)   the same with --compile
 tinytrain logs every window-size steps (--log-every), so its median is over windows of the same
 size; its first window (step 0: allocation, GEMM plans) is untimed, the graph capture falls in
-the second. If `tinytrain train --help` lists --warmup it gets the PyTorch warm-up too.
+the second.
 
 Every row prints a final `done: {steps} steps | {tokens/s} tokens/s | {ms/step} ms/step` line
 (median ms/step over the windows) and that line is all we time by; the last
@@ -180,7 +180,7 @@ def shape_flags(c):
             "--batch", str(c["batch"]), "--seq", str(c["seq"])]
 
 
-def command(a, c, row, tt_warmup):
+def command(a, c, row):
     engine, mode, prec = row_parts(row)
     if engine == "tinytrain":
         cmd = [os.path.abspath(a.tinytrain), "train", "--backend", "cuda"] + shape_flags(c) + [
@@ -188,8 +188,6 @@ def command(a, c, row, tt_warmup):
             "--cuda-graph", "off" if mode == "nograph" else "on"]
         if mode == "cudnn":
             cmd += ["--attention", "cudnn"]
-        if tt_warmup:
-            cmd += ["--warmup", str(c["warmup"])]
         return cmd + shlex.split(a.tinytrain_extra)
     cmd = [a.python, SEED_PY, "--device", "cuda", "--steps", str(c["steps"]),
            "--warmup", str(c["warmup"]), "--window", str(c["window"])] + shape_flags(c)
@@ -329,16 +327,6 @@ def measure_peak(a, timeout):
     lines = [x.strip() for x in output.splitlines() if x.strip()]
     return dict(res, ok=False, error=f"exit status {rc}, no `peak:` line" +
                 (f": {lines[-1][:200]}" if lines else ""), output_tail=lines[-20:])
-
-
-def has_flag(binary, subcommand, flag):
-    """Whether `binary subcommand --help` mentions flag (so newer flags are used when there)."""
-    try:
-        out = subprocess.run([binary, subcommand, "--help"], stdout=subprocess.PIPE,
-                             stderr=subprocess.STDOUT, text=True, timeout=30).stdout
-    except (OSError, subprocess.TimeoutExpired):
-        return False
-    return re.search(r"(^|\s)" + re.escape(flag) + r"\b", out) is not None
 
 
 # ---------------------------------------------------------------------------------------
@@ -524,12 +512,12 @@ def main():
     p.add_argument("--python", default=sys.executable,
                    help="interpreter with a CUDA PyTorch (default: this one)")
     p.add_argument("--configs", default="seed,large", help="comma-separated subset of seed,large")
-    p.add_argument("--rows", "--engines", dest="rows", default=None,
+    p.add_argument("--rows", dest="rows", default=None,
                    help="comma-separated rows to run, ROW or CONFIG/ROW (default: all); rows: "
                         + ",".join(ALL_ROWS))
-    p.add_argument("--seed-steps", "--steps", dest="seed_steps", type=int, default=300,
+    p.add_argument("--seed-steps", dest="seed_steps", type=int, default=300,
                    help="seed: training steps per run, warm-up included (default 300)")
-    p.add_argument("--seed-warmup", "--warmup", dest="seed_warmup", type=int, default=20,
+    p.add_argument("--seed-warmup", dest="seed_warmup", type=int, default=20,
                    help="seed: untimed steps at the start of a PyTorch run (default 20)")
     p.add_argument("--large-steps", type=int, default=35,
                    help="large: training steps per run, warm-up included (default 35)")
@@ -593,9 +581,7 @@ def main():
 
     t0 = time.monotonic()
     cfgs = make_configs(a)
-    needs_tt = any(r.startswith("tinytrain") for _, r in order)
-    tt_warmup = needs_tt and has_flag(os.path.abspath(a.tinytrain), "train", "--warmup")
-    cmds = {f"{cf}/{r}": command(a, cfgs[cf], r, tt_warmup) for cf, r in order}
+    cmds = {f"{cf}/{r}": command(a, cfgs[cf], r) for cf, r in order}
     runs = {f"{cf}/{r}": [] for cf, r in order}
     skipped = []
 
