@@ -39,6 +39,12 @@ using test::to_double;
 // A buffer the op must overwrite entirely: any read or += of it leaves a NaN behind.
 using test::nan_filled;
 
+// 2 v, exactly (a power of two): what a gradient accumulated twice from the same terms is.
+std::vector<float> doubled(std::vector<float> v) {
+  for (float& x : v) x *= 2.0f;
+  return v;
+}
+
 // ======================= double-precision references =======================
 
 // tokens (B,T), wte (V,C), wpe (maxT,C) or empty -> out (B,T,C)
@@ -235,12 +241,10 @@ TEST_F(CpuOps, EmbeddingBackwardAccumulatesParameterGradients) {
                                 i32_view(tokens, {1, T}));
   };
   run();
-  std::vector<float> once_wte = dwte, once_wpe = dwpe;
+  const std::vector<float> twice_wte = doubled(dwte), twice_wpe = doubled(dwpe);
   run();
-  for (float& g : once_wte) g *= 2.0f;
-  for (float& g : once_wpe) g *= 2.0f;
-  expect_bitwise_equal("embedding dwte after two calls", dwte, once_wte);
-  expect_bitwise_equal("embedding dwpe after two calls", dwpe, once_wpe);
+  expect_bitwise_equal("embedding dwte after two calls", dwte, twice_wte);
+  expect_bitwise_equal("embedding dwpe after two calls", dwpe, twice_wpe);
 
   // With repeated ids the second call adds its terms one by one to the first call's sum, so
   // the result is 2x up to the rounding of a B*T-term sum.
@@ -339,9 +343,7 @@ TEST_F(CpuOps, LinearBackwardAccumulatesParamsAndOverwritesInput) {
                              f32_view(x, {N, I}), f32_view(w, {O, I}));
   };
   run();
-  std::vector<float> dx_once = dx, dw_twice = dw, db_twice = db;
-  for (float& g : dw_twice) g *= 2.0f;
-  for (float& g : db_twice) g *= 2.0f;
+  const std::vector<float> dx_once = dx, dw_twice = doubled(dw), db_twice = doubled(db);
   run();
   // The second call adds the same fp32 sums (N=9 rows fit one GEMM block) once more: exactly 2x.
   expect_bitwise_equal("linear dweight after two calls", dw, dw_twice);
@@ -510,9 +512,7 @@ TEST_F(CpuOps, LayerNormBackwardAccumulatesParamsAndOverwritesInput) {
                                 f32_view(in.x, {N, C}), f32_view(in.w, {C}), f32_view(mean, {N}), f32_view(rstd, {N}));
   };
   run();
-  std::vector<float> dx_once = dx, dw_twice = dw, db_twice = db;
-  for (float& g : dw_twice) g *= 2.0f;
-  for (float& g : db_twice) g *= 2.0f;
+  const std::vector<float> dx_once = dx, dw_twice = doubled(dw), db_twice = doubled(db);
   run();
   expect_bitwise_equal("layernorm dweight after two calls", dw, dw_twice);
   expect_bitwise_equal("layernorm dbias after two calls", db, db_twice);
