@@ -10,10 +10,34 @@
 #ifdef TINYTRAIN_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #endif
+#ifdef TINYTRAIN_HAVE_SIMT
+#include "simt/emulated_cuda.h"
+#include "simt/schedule.h"
+#endif
 
 namespace tt {
 
 namespace {
+
+CudaOptions cuda_options(const GpuOptions& gpu) {
+  CudaOptions options;
+  options.tf32 = gpu.tf32;
+  options.cudnn_attention = gpu.cudnn_attention;
+  return options;
+}
+
+// The CUDA backend's own code on the SIMT emulator, with one line saying so.
+std::unique_ptr<Backend> open_emulated_cuda_backend(const GpuOptions& gpu, std::ostream& note) {
+#ifdef TINYTRAIN_HAVE_SIMT
+  note << "backend cuda-emu: the CUDA backend's kernels run on the CPU through the SIMT emulator (schedule "
+       << simt::schedule_name(simt::current_schedule()) << "): slow, and results are not a GPU's bits" << std::endl;
+  return emu::make_cuda_backend(cuda_options(gpu));
+#else
+  (void)gpu;
+  (void)note;
+  throw InputError("--backend cuda-emu: this build has no SIMT emulator (configure with -DTINYTRAIN_SIMT=ON)");
+#endif
+}
 
 // The CUDA backend, or InputError naming why there is none (no device, driver too old,
 // a build without CUDA, out of memory while setting up).
@@ -21,11 +45,8 @@ std::unique_ptr<Backend> open_cuda_backend(const GpuOptions& gpu) {
   const CudaDeviceInfo info = query_cuda_device();
   if (!info.usable) throw InputError(info.reason);
 #ifdef TINYTRAIN_HAVE_CUDA
-  CudaOptions options;
-  options.tf32 = gpu.tf32;
-  options.cudnn_attention = gpu.cudnn_attention;
   try {
-    return make_cuda_backend(options);
+    return make_cuda_backend(cuda_options(gpu));
   } catch (const std::runtime_error& e) {
     throw InputError(std::string("CUDA GPU ") + info.name + " is not usable: " + e.what());
   }
@@ -46,7 +67,8 @@ std::unique_ptr<Backend> select_backend(const std::string& choice, const GpuOpti
       throw InputError(std::string("--backend cuda: ") + e.what());
     }
   }
-  if (choice != "auto") throw InputError("unknown backend '" + choice + "' (expected auto, cpu or cuda)");
+  if (choice == "cuda-emu") return open_emulated_cuda_backend(gpu, note);
+  if (choice != "auto") throw InputError("unknown backend '" + choice + "' (expected auto, cpu, cuda or cuda-emu)");
   try {
     return open_cuda_backend(gpu);
   } catch (const InputError& e) {

@@ -16,6 +16,7 @@ struct GpuOptions {
 
 // "cpu": the CPU backend. "cuda": the CUDA backend, or InputError saying why there is none.
 // "auto": CUDA when a GPU works, else the CPU backend, with one line on `note` saying why.
+// "cuda-emu": the CUDA backend's code on the SIMT emulator (simt/), with one line on `note`.
 std::unique_ptr<Backend> select_backend(const std::string& choice, const GpuOptions& gpu, std::ostream& note);
 
 // Sets the threads used by the CPU backend's loops and by OpenBLAS (0 keeps the default).

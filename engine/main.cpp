@@ -78,23 +78,25 @@ void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, st
 
 // Which kind of backend a run would use, and how much memory it may plan for.
 struct Placement {
-  std::string kind;  // "cpu" or "cuda"
+  std::string kind;  // "cpu" or "cuda" (also for cuda-emu: the CUDA backend's own allocations)
   size_t available;  // bytes
 };
 
 // --device-memory when given, else the free memory of the device the run would use. Without a
 // usable GPU there is nothing to measure: `train --backend cuda` then stops in select_backend
-// with the reason; `plan --backend cuda` (must_measure) needs --device-memory.
+// with the reason; `plan --backend cuda` (must_measure) needs --device-memory. The emulated
+// device (cuda-emu) allocates what the CUDA backend does, in host memory.
 Placement place(const std::string& backend_choice, const std::string& device_memory, bool must_measure) {
-  if (backend_choice != "auto" && backend_choice != "cpu" && backend_choice != "cuda")
-    throw InputError("unknown backend '" + backend_choice + "' (expected auto, cpu or cuda)");
+  if (backend_choice != "auto" && backend_choice != "cpu" && backend_choice != "cuda" && backend_choice != "cuda-emu")
+    throw InputError("unknown backend '" + backend_choice + "' (expected auto, cpu, cuda or cuda-emu)");
+  const bool emulated = backend_choice == "cuda-emu";
   const bool gpu_usable = query_cuda_device().usable;
-  const std::string kind = backend_choice == "auto" ? (gpu_usable ? "cuda" : "cpu") : backend_choice;
+  const std::string kind = emulated ? "cuda" : backend_choice == "auto" ? (gpu_usable ? "cuda" : "cpu") : backend_choice;
   if (!device_memory.empty()) return {kind, parse_bytes(device_memory)};
-  const bool measurable = kind == "cpu" || gpu_usable;
+  const bool measurable = kind == "cpu" || emulated || gpu_usable;
   if (must_measure && !measurable)
     throw InputError("plan --backend cuda: no usable CUDA GPU to measure; give --device-memory");
-  return {kind, measurable ? available_memory(kind) : SIZE_MAX};
+  return {kind, measurable ? available_memory(emulated ? "cpu" : kind) : SIZE_MAX};
 }
 
 // --attention cudnn on a backend without cuDNN: one line, and its own attention runs.
@@ -124,7 +126,7 @@ int main(int argc, char** argv) {
   int threads = 0;
   GpuOptions gpu;
   auto add_common = [&](CLI::App* cmd) {
-    cmd->add_option("--backend", backend_choice, "auto | cpu | cuda")->capture_default_str();
+    cmd->add_option("--backend", backend_choice, "auto | cpu | cuda | cuda-emu (the CUDA kernels on the CPU: slow)")->capture_default_str();
     cmd->add_option("--threads", threads, "CPU threads for the CPU backend (0: all cores)")->capture_default_str();
     cmd->add_flag("--tf32", gpu.tf32, "CUDA: allow TF32 tensor-core GEMMs (off: exact fp32)");
     cmd->add_option("--recompute", recompute, "none | ffn | layer: activations backward recomputes")

@@ -1,5 +1,7 @@
-// The CUDA backend for a test, or a reason to skip: tests that need a GPU report SKIPPED
-// (never a silent pass) on machines without one and in builds without CUDA.
+// The CUDA backend under test: on the GPU when one is usable; otherwise the same kernels/cuda/
+// code on the SIMT emulator (simt/, in the order TINYTRAIN_SIMT_SCHEDULE names), so the CUDA
+// tests run everywhere. Only a build with neither makes them report SKIPPED (never a silent
+// pass), saying why.
 #pragma once
 #include <gtest/gtest.h>
 
@@ -7,27 +9,33 @@
 #include <string>
 
 #include "kernels/backend.h"
+#include "kernels/cuda_options.h"
 #include "kernels/device_query.h"
 #ifdef TINYTRAIN_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
 #endif
+#ifdef TINYTRAIN_HAVE_SIMT
+#include "simt/emulated_cuda.h"
+#endif
+
+#if defined(TINYTRAIN_HAVE_CUDA) || defined(TINYTRAIN_HAVE_SIMT)
+#define TINYTRAIN_HAVE_CUDA_BACKEND 1
+#endif
 
 namespace tt::test {
 
-// cudnn_attention: allow cuDNN's fused attention (CudaOptions::cudnn_attention).
-inline std::unique_ptr<Backend> cuda_backend_or_skip(std::string& why, bool cudnn_attention = false) {
+// Is the CUDA backend under test the emulated one (no usable GPU)?
+inline bool cuda_is_emulated() { return !query_cuda_device().usable; }
+
+inline std::unique_ptr<Backend> cuda_backend_or_skip(std::string& why, const CudaOptions& options = {}) {
 #ifdef TINYTRAIN_HAVE_CUDA
-  const CudaDeviceInfo gpu = query_cuda_device();
-  if (!gpu.usable) {
-    why = "no usable CUDA GPU: " + gpu.reason;
-    return nullptr;
-  }
-  CudaOptions options;
-  options.cudnn_attention = cudnn_attention;
-  return make_cuda_backend(options);
+  if (!cuda_is_emulated()) return make_cuda_backend(options);
+#endif
+#ifdef TINYTRAIN_HAVE_SIMT
+  return emu::make_cuda_backend(options);
 #else
-  (void)cudnn_attention;
-  why = "this build has no CUDA backend";
+  (void)options;
+  why = "no usable CUDA GPU (" + query_cuda_device().reason + ") and this build has no SIMT emulator";
   return nullptr;
 #endif
 }

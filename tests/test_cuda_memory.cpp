@@ -2,8 +2,8 @@
 // recompute none|ffn|layer gives the same bits; gradient accumulation gives the single batch's
 // gradients, loss and (on the scale of lr) parameters, with dropout and with fp16 loss scaling;
 // a step with micro-batches and recompute replays as a CUDA graph with the eager bits; the
-// trainer's activation arena is the plan for B/K. Without a usable GPU every test reports
-// SKIPPED.
+// trainer's activation arena is the plan for B/K. Without a usable GPU they run on the SIMT
+// emulator (tests/cuda_test_util.h).
 #include <gtest/gtest.h>
 
 #include <memory>
@@ -11,9 +11,6 @@
 
 #include "kernels/device_query.h"
 #include "tests/memory_checks.h"
-#ifdef TINYTRAIN_HAVE_CUDA
-#include "kernels/cuda/cuda_backend.h"
-#endif
 #include "tests/cuda_test_util.h"
 
 namespace tt {

@@ -1,8 +1,8 @@
 // Whole training on the CUDA backend: verify passes the committed PyTorch references with the
 // CPU's tolerances; two runs give the same bits; a step replayed as a CUDA graph gives the
 // same bits as the same kernels run eagerly; and the seed workload (dropout on) follows the
-// CPU backend's loss curve, since both draw the same dropout masks. Without a usable GPU every
-// test reports SKIPPED.
+// CPU backend's loss curve, since both draw the same dropout masks. Without a usable GPU they run
+// on the SIMT emulator (tests/cuda_test_util.h).
 #include <gtest/gtest.h>
 
 #include <cmath>
@@ -14,9 +14,6 @@
 #include "engine/verify.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/device_query.h"
-#ifdef TINYTRAIN_HAVE_CUDA
-#include "kernels/cuda/cuda_backend.h"
-#endif
 #include "tests/cuda_test_util.h"
 #include "tests/training_run_util.h"
 

@@ -220,13 +220,20 @@ TEST(CudnnAttentionGraphs, ComputeAttentionWhenEvaluatedOnTheHost) {
 
 // ---- GPU helpers ----
 
-// The CUDA backend with cuDNN attention allowed, or a reason to skip.
+// The CUDA backend with cuDNN attention allowed, or a reason to skip: cuDNN runs only on a real
+// GPU (its kernels are NVIDIA's binaries, which the SIMT emulator cannot run).
 std::unique_ptr<Backend> cudnn_backend_or_skip(std::string& why) {
   if (!kBuiltWithCudnn) {
     why = "this build has no cuDNN";
     return nullptr;
   }
-  return test::cuda_backend_or_skip(why, /*cudnn_attention=*/true);
+  if (test::cuda_is_emulated()) {
+    why = "cuDNN needs a real GPU (" + query_cuda_device().reason + "); the SIMT emulator has no cuDNN";
+    return nullptr;
+  }
+  CudaOptions options;
+  options.cudnn_attention = true;
+  return test::cuda_backend_or_skip(why, options);
 }
 
 #define REQUIRE_CUDNN(backend)                         \

@@ -12,15 +12,11 @@
 #include <vector>
 
 #include "kernels/backend.h"
+#include "kernels/cuda_options.h"
 #include "kernels/cudnn/cudnn_attention.h"
 #include "kernels/workspace.h"
 
 namespace tt {
-
-struct CudaOptions {
-  bool tf32 = false;            // allow TF32 tensor-core GEMMs (fp32 inputs, 10-bit mantissa products)
-  bool cudnn_attention = false; // may serve attention through cuDNN's fused kernel (use_library_attention)
-};
 
 class CudaBackend final : public Backend {
  public:

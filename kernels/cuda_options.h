@@ -1,0 +1,12 @@
+// Options the CUDA backend reads, shared by its two builds: the real one (kernels/cuda/ with
+// nvcc) and the emulated one (the same sources through the SIMT emulator, simt/).
+#pragma once
+
+namespace tt {
+
+struct CudaOptions {
+  bool tf32 = false;            // allow TF32 tensor-core GEMMs (fp32 inputs, 10-bit mantissa products)
+  bool cudnn_attention = false; // may serve attention through cuDNN's fused kernel (use_library_attention)
+};
+
+}  // namespace tt

@@ -1,0 +1,38 @@
+// Force-included (g++ -include) into every kernels/cuda/ file that is built for the SIMT
+// emulator, in front of the file's own code as simt/rewrite_cu.py left it. It supplies what
+// nvcc would: the CUDA runtime and cuBLASLt (simt/cuda_api.h, simt/cublaslt_api.h), device
+// built-ins (simt/device.h) and launches (simt/launch.h).
+//
+// One program holds the real CUDA backend and this emulated one, compiled from the same
+// sources, so the emulated build lives in its own namespace: `tt` is defined to `tt::emu`,
+// and `namespace tt {` in a kernels/cuda/ file opens tt::emu. The types both builds share
+// (tensor views, the Backend interface, CudaOptions, the shared host/device math) are included
+// here first, while `tt` is still tt, so inside tt::emu they are the engine's own.
+#pragma once
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <initializer_list>
+#include <map>
+#include <memory>
+#include <stdexcept>
+#include <string>
+#include <tuple>
+#include <type_traits>
+#include <utility>
+#include <vector>
+
+#include "kernels/backend.h"
+#include "kernels/common/dispatch.h"
+#include "kernels/common/gelu.h"
+#include "kernels/common/half.h"
+#include "kernels/cuda_options.h"
+#include "simt/cublaslt_api.h"
+#include "simt/cuda_api.h"
+#include "simt/device.h"
+#include "simt/launch.h"
+
+#define tt tt::emu

@@ -1,0 +1,481 @@
+// The CUDA runtime on the host (simt/cuda_api.h): device memory is host memory, every stream
+// does its work at once and in order, CUDA graphs are lists of recorded work, and kernel
+// launches are checked as the hardware checks them, then run by the SIMT scheduler.
+//
+// Errors follow the runtime's rules: a failed call returns its error and leaves it as the
+// last error (cudaGetLastError reads and clears it); a kernel that faults (what the scheduler
+// reports: a divergent barrier, a bad warp mask, a deadlock) leaves a sticky error that every
+// later call returns, as a real device fault does. What graph capture forbids fails as it does
+// on hardware and invalidates the capture. One OS thread drives the runtime at a time.
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "simt/cuda_api.h"
+#include "simt/launch.h"
+#include "simt/scheduler.h"
+
+namespace simt::cuda_api {
+
+// Work on a stream: done at once, or recorded while the stream is captured.
+using Work = std::function<cudaError_t()>;
+
+struct Stream {
+  unsigned flags = 0;
+  bool capturing = false;
+  bool capture_invalidated = false;
+  std::vector<Work> captured;
+};
+struct Event {
+  bool recorded = false;
+};
+struct Graph {
+  std::vector<Work> nodes;
+};
+struct GraphExec {
+  std::vector<Work> nodes;
+};
+
+}  // namespace simt::cuda_api
+
+namespace simt {
+
+using namespace cuda_api;
+
+namespace {
+
+// An H200 SXM as the runtime describes it (the numbers tinytrain reads).
+constexpr size_t kDeviceBytes = size_t{143771} << 20;  // what cudaMemGetInfo reports on an H200
+constexpr int kSharedOptin = 232448;                    // 227 KiB: the most a block may opt in to
+constexpr int kSharedDefault = 48 * 1024;
+
+cudaError_t g_last = cudaSuccess;    // the last error, cleared by cudaGetLastError
+cudaError_t g_sticky = cudaSuccess;  // a kernel fault: returned by every call from then on
+std::string g_fault;                 // what the scheduler said about it
+std::map<const char*, size_t> g_device_allocations;  // start -> bytes
+std::map<const char*, size_t> g_host_allocations;    // pinned host memory
+size_t g_device_bytes = 0;
+std::map<const void*, int> g_dynamic_shared_limit;  // kernel -> cudaFuncAttributeMaxDynamicSharedMemorySize
+std::vector<Stream*> g_capturing;                   // streams being captured
+Stream g_legacy_stream;                             // the default (null) stream
+
+cudaError_t fail(cudaError_t e) {
+  g_last = e;
+  return e;
+}
+
+// Called by the calls that a stream capture forbids (they would synchronise or allocate):
+// they fail and invalidate every capture in progress, as under cudaStreamCaptureModeThreadLocal.
+bool refused_during_capture() {
+  if (g_capturing.empty()) return false;
+  for (Stream* s : g_capturing) s->capture_invalidated = true;
+  g_last = cudaErrorStreamCaptureUnsupported;
+  return true;
+}
+
+void forget_capture(Stream* s) { g_capturing.erase(std::remove(g_capturing.begin(), g_capturing.end(), s), g_capturing.end()); }
+
+Stream* stream_of(cudaStream_t s) { return s ? s : &g_legacy_stream; }
+
+cudaError_t enqueue(cudaStream_t stream, Work work) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  Stream* s = stream_of(stream);
+  if (s->capturing) {
+    s->captured.push_back(std::move(work));
+    return cudaSuccess;
+  }
+  const cudaError_t e = work();
+  return e == cudaSuccess ? e : fail(e);
+}
+
+// Is [p, p + bytes) inside one device allocation?
+bool is_device_range(const void* p, size_t bytes) {
+  const char* c = static_cast<const char*>(p);
+  auto it = g_device_allocations.upper_bound(c);
+  if (it == g_device_allocations.begin()) return false;
+  --it;
+  return c >= it->first && c + bytes <= it->first + it->second;
+}
+
+// Device pointers must point into device allocations; host pointers are not checked (pageable
+// memory is any memory).
+bool copy_is_valid(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  switch (kind) {
+    case cudaMemcpyHostToHost: return true;
+    case cudaMemcpyHostToDevice: return is_device_range(dst, bytes);
+    case cudaMemcpyDeviceToHost: return is_device_range(src, bytes);
+    case cudaMemcpyDeviceToDevice: return is_device_range(dst, bytes) && is_device_range(src, bytes);
+    case cudaMemcpyDefault: return true;
+  }
+  return false;
+}
+
+bool dim_ok(unsigned v, unsigned limit) { return v >= 1 && v <= limit; }
+
+}  // namespace
+
+// Work that a library on the emulated device enqueues (cuBLASLt's matmuls, simt/cublaslt.cpp).
+cudaError_t enqueue_work(cudaStream_t stream, std::function<cudaError_t()> work) { return enqueue(stream, std::move(work)); }
+
+// ---- launches (simt/launch.h) ----
+
+void launch_kernel(const LaunchConfig& c, const void* kernel, std::function<void()> body) {
+  if (g_sticky != cudaSuccess) return;  // the context is broken: cudaGetLastError reports it
+  const unsigned threads = c.block.x * c.block.y * c.block.z;
+  if (!dim_ok(c.block.x, 1024) || !dim_ok(c.block.y, 1024) || !dim_ok(c.block.z, 64) ||
+      uint64_t{c.block.x} * c.block.y * c.block.z > 1024 || !dim_ok(c.grid.x, 0x7fffffffu) ||
+      !dim_ok(c.grid.y, 65535) || !dim_ok(c.grid.z, 65535)) {
+    fail(cudaErrorInvalidConfiguration);
+    return;
+  }
+  (void)threads;
+  auto limit = g_dynamic_shared_limit.find(kernel);
+  const size_t dynamic_limit = limit == g_dynamic_shared_limit.end() ? kSharedDefault : limit->second;
+  if (c.shared_bytes > dynamic_limit) {
+    fail(cudaErrorInvalidValue);  // more dynamic shared memory than the kernel may use
+    return;
+  }
+  GridLaunch grid;
+  grid.grid = c.grid;
+  grid.block = c.block;
+  grid.dynamic_shared_bytes = c.shared_bytes;
+  grid.shared_limit_bytes = std::max<size_t>(dynamic_limit, kSharedDefault);
+  grid.kernel = c.kernel;
+  grid.file = c.file;
+  grid.line = c.line;
+  enqueue(c.stream, [grid, body = std::move(body)]() mutable {
+    grid.body = &body;
+    const std::string fault = run_grid(grid);
+    if (fault.empty()) return cudaSuccess;
+    std::fprintf(stderr, "simt: %s\n", fault.c_str());
+    g_fault = fault;
+    g_sticky = cudaErrorLaunchFailure;
+    return cudaErrorLaunchFailure;
+  });
+}
+
+}  // namespace simt
+
+namespace simt::cuda_api {
+
+// ---- device and errors ----
+
+cudaError_t cudaGetDeviceCount(int* count) {
+  *count = 1;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetDeviceProperties(cudaDeviceProp* prop, int device) {
+  if (device != 0) return fail(cudaErrorInvalidDevice);
+  *prop = cudaDeviceProp{};
+  std::snprintf(prop->name, sizeof prop->name, "NVIDIA H200 (emulated on the CPU by tinytrain's SIMT emulator)");
+  prop->totalGlobalMem = kDeviceBytes;
+  prop->sharedMemPerBlock = kSharedDefault;
+  prop->sharedMemPerBlockOptin = kSharedOptin;
+  prop->warpSize = 32;
+  prop->maxThreadsPerBlock = 1024;
+  prop->maxThreadsDim[0] = prop->maxThreadsDim[1] = 1024;
+  prop->maxThreadsDim[2] = 64;
+  prop->maxGridSize[0] = 0x7fffffff;
+  prop->maxGridSize[1] = prop->maxGridSize[2] = 65535;
+  prop->multiProcessorCount = 132;
+  prop->major = 9;
+  prop->minor = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaSetDevice(int device) { return device == 0 ? cudaSuccess : fail(cudaErrorInvalidDevice); }
+
+cudaError_t cudaGetDevice(int* device) {
+  *device = 0;
+  return cudaSuccess;
+}
+
+cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) {
+  if (device != 0) return fail(cudaErrorInvalidDevice);
+  switch (attr) {
+    case cudaDevAttrMaxThreadsPerBlock: *value = 1024; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlock: *value = kSharedDefault; return cudaSuccess;
+    case cudaDevAttrMultiProcessorCount: *value = 132; return cudaSuccess;
+    case cudaDevAttrMaxSharedMemoryPerBlockOptin: *value = kSharedOptin; return cudaSuccess;
+  }
+  return fail(cudaErrorInvalidValue);
+}
+
+cudaError_t cudaDeviceSynchronize() {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (refused_during_capture()) return cudaErrorStreamCaptureUnsupported;
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  *total_bytes = kDeviceBytes;
+  *free_bytes = kDeviceBytes - std::min(g_device_bytes, kDeviceBytes);
+  return cudaSuccess;
+}
+
+cudaError_t cudaGetLastError() {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  const cudaError_t e = g_last;
+  g_last = cudaSuccess;
+  return e;
+}
+
+cudaError_t cudaPeekAtLastError() { return g_sticky != cudaSuccess ? g_sticky : g_last; }
+
+const char* cudaGetErrorName(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "cudaSuccess";
+    case cudaErrorInvalidValue: return "cudaErrorInvalidValue";
+    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
+    case cudaErrorInitializationError: return "cudaErrorInitializationError";
+    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidDevice: return "cudaErrorInvalidDevice";
+    case cudaErrorInvalidDevicePointer: return "cudaErrorInvalidDevicePointer";
+    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNoDevice: return "cudaErrorNoDevice";
+    case cudaErrorLaunchFailure: return "cudaErrorLaunchFailure";
+    case cudaErrorMisalignedAddress: return "cudaErrorMisalignedAddress";
+    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
+    case cudaErrorIllegalState: return "cudaErrorIllegalState";
+  }
+  return "cudaErrorUnknown";
+}
+
+const char* cudaGetErrorString(cudaError_t error) {
+  switch (error) {
+    case cudaSuccess: return "no error";
+    case cudaErrorInvalidValue: return "invalid argument";
+    case cudaErrorMemoryAllocation: return "out of memory";
+    case cudaErrorInitializationError: return "initialization error";
+    case cudaErrorInvalidConfiguration: return "invalid configuration argument";
+    case cudaErrorInvalidDevice: return "invalid device ordinal";
+    case cudaErrorInvalidDevicePointer: return "invalid device pointer";
+    case cudaErrorInvalidResourceHandle: return "invalid resource handle";
+    case cudaErrorNoDevice: return "no CUDA-capable device is detected";
+    case cudaErrorLaunchFailure: {
+      // The fault the emulator found, after the runtime's own words.
+      static std::string text;
+      text = "unspecified launch failure; the SIMT emulator says: " + g_fault;
+      return text.c_str();
+    }
+    case cudaErrorMisalignedAddress: return "misaligned address";
+    case cudaErrorStreamCaptureUnsupported: return "operation not permitted when stream is capturing";
+    case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
+    case cudaErrorStreamCaptureWrongThread: return "attempt to terminate a thread-local capture sequence from another thread";
+    case cudaErrorIllegalState: return "the operation is not permitted in the current state";
+  }
+  return "unknown error";
+}
+
+// ---- memory ----
+
+cudaError_t cudaMalloc(void** ptr, size_t bytes) {
+  *ptr = nullptr;
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (refused_during_capture()) return cudaErrorStreamCaptureUnsupported;
+  if (bytes > kDeviceBytes - std::min(g_device_bytes, kDeviceBytes)) return fail(cudaErrorMemoryAllocation);
+  // 256-byte aligned, as cudaMalloc guarantees; exactly `bytes` long, so AddressSanitizer
+  // reports the first byte past the end.
+  void* p = nullptr;
+  if (posix_memalign(&p, 256, std::max<size_t>(bytes, 1)) != 0) return fail(cudaErrorMemoryAllocation);
+  g_device_allocations[static_cast<const char*>(p)] = bytes;
+  g_device_bytes += bytes;
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFree(void* ptr) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (!ptr) return cudaSuccess;
+  if (refused_during_capture()) return cudaErrorStreamCaptureUnsupported;
+  auto it = g_device_allocations.find(static_cast<const char*>(ptr));
+  if (it == g_device_allocations.end()) return fail(cudaErrorInvalidDevicePointer);
+  g_device_bytes -= it->second;
+  g_device_allocations.erase(it);
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMallocHost(void** ptr, size_t bytes) {
+  *ptr = nullptr;
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (refused_during_capture()) return cudaErrorStreamCaptureUnsupported;
+  void* p = nullptr;
+  if (posix_memalign(&p, 256, std::max<size_t>(bytes, 1)) != 0) return fail(cudaErrorMemoryAllocation);
+  g_host_allocations[static_cast<const char*>(p)] = bytes;
+  *ptr = p;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFreeHost(void* ptr) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (!ptr) return cudaSuccess;
+  if (refused_during_capture()) return cudaErrorStreamCaptureUnsupported;
+  auto it = g_host_allocations.find(static_cast<const char*>(ptr));
+  if (it == g_host_allocations.end()) return fail(cudaErrorInvalidValue);
+  g_host_allocations.erase(it);
+  std::free(ptr);
+  return cudaSuccess;
+}
+
+cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t stream) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (bytes == 0) return cudaSuccess;
+  if (!copy_is_valid(dst, src, bytes, kind)) return fail(cudaErrorInvalidValue);
+  return enqueue(stream, [=]() {
+    std::memmove(dst, src, bytes);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (refused_during_capture()) return cudaErrorStreamCaptureUnsupported;  // it synchronises
+  return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
+}
+
+cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t stream) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (bytes == 0) return cudaSuccess;
+  if (!is_device_range(ptr, bytes)) return fail(cudaErrorInvalidValue);
+  return enqueue(stream, [=]() {
+    std::memset(ptr, value, bytes);
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (refused_during_capture()) return cudaErrorStreamCaptureUnsupported;
+  return cudaMemsetAsync(ptr, value, bytes, nullptr);
+}
+
+// ---- streams and events: work is done when it is enqueued, so waiting is immediate ----
+
+cudaError_t cudaStreamCreate(cudaStream_t* stream) { return cudaStreamCreateWithFlags(stream, cudaStreamDefault); }
+
+cudaError_t cudaStreamCreateWithFlags(cudaStream_t* stream, unsigned int flags) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  *stream = new Stream;
+  (*stream)->flags = flags;
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamDestroy(cudaStream_t stream) {
+  if (!stream) return fail(cudaErrorInvalidResourceHandle);
+  if (stream->capturing) forget_capture(stream);
+  delete stream;
+  return g_sticky;
+}
+
+cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (stream_of(stream)->capturing || refused_during_capture()) {
+    refused_during_capture();
+    return cudaErrorStreamCaptureUnsupported;
+  }
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventCreate(cudaEvent_t* event) { return cudaEventCreateWithFlags(event, cudaEventDefault); }
+
+cudaError_t cudaEventCreateWithFlags(cudaEvent_t* event, unsigned int) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  *event = new Event;
+  return cudaSuccess;
+}
+
+cudaError_t cudaEventDestroy(cudaEvent_t event) {
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  delete event;
+  return g_sticky;
+}
+
+cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  return enqueue(stream, [event]() {
+    event->recorded = true;
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaEventSynchronize(cudaEvent_t event) {
+  if (!event) return fail(cudaErrorInvalidResourceHandle);
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (refused_during_capture()) return cudaErrorStreamCaptureUnsupported;
+  return cudaSuccess;
+}
+
+// ---- graphs: capture records a stream's work, a launch replays it in order ----
+
+cudaError_t cudaStreamBeginCapture(cudaStream_t stream, cudaStreamCaptureMode) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (!stream) return fail(cudaErrorStreamCaptureUnsupported);  // the legacy stream cannot be captured
+  if (stream->capturing) return fail(cudaErrorIllegalState);
+  stream->capturing = true;
+  stream->capture_invalidated = false;
+  stream->captured.clear();
+  g_capturing.push_back(stream);
+  return cudaSuccess;
+}
+
+cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
+  *graph = nullptr;
+  if (!stream || !stream->capturing) return fail(cudaErrorIllegalState);
+  stream->capturing = false;
+  forget_capture(stream);
+  std::vector<Work> nodes = std::move(stream->captured);
+  stream->captured.clear();
+  if (stream->capture_invalidated) return fail(cudaErrorStreamCaptureInvalidated);
+  if (g_sticky != cudaSuccess) return g_sticky;
+  *graph = new Graph{std::move(nodes)};
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
+  *exec = nullptr;
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (!graph) return fail(cudaErrorInvalidValue);
+  *exec = new GraphExec{graph->nodes};
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
+  if (!exec) return fail(cudaErrorInvalidValue);
+  return enqueue(stream, [exec]() {
+    for (Work& node : exec->nodes) {
+      const cudaError_t e = node();
+      if (e != cudaSuccess) return e;
+    }
+    return cudaSuccess;
+  });
+}
+
+cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
+  delete graph;
+  return g_sticky;
+}
+
+cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
+  delete exec;
+  return g_sticky;
+}
+
+cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int value) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (attr != cudaFuncAttributeMaxDynamicSharedMemorySize || value < 0 || value > kSharedOptin)
+    return fail(cudaErrorInvalidValue);
+  g_dynamic_shared_limit[kernel] = value;
+  return cudaSuccess;
+}
+
+}  // namespace simt::cuda_api
