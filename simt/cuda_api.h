@@ -99,6 +99,9 @@ cudaError_t cudaSetDevice(int device);
 cudaError_t cudaGetDevice(int* device);
 cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device);
 cudaError_t cudaDeviceSynchronize();
+// Destroys the device's state: frees every allocation, graph capture and attribute, and clears
+// errors, sticky ones too (after a fault, what a test needs to go on).
+cudaError_t cudaDeviceReset();
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes);
 cudaError_t cudaGetLastError();
 cudaError_t cudaPeekAtLastError();

@@ -19,7 +19,6 @@
 #define __device__
 #define __host__
 #define __forceinline__ inline
-#define __noinline__ __attribute__((noinline))
 #define __launch_bounds__(...)
 #define __align__(n) __attribute__((aligned(n)))
 // __shared__ variables are rewritten by simt/rewrite_cu.py into block_shared() below.
@@ -27,11 +26,12 @@
 namespace simt {
 
 namespace detail {
-// The running thread's indices, set by the scheduler before it resumes a thread.
-extern thread_local cuda_api::uint3 tl_thread_idx;
-extern thread_local cuda_api::uint3 tl_block_idx;
-extern thread_local cuda_api::dim3 tl_block_dim;
-extern thread_local cuda_api::dim3 tl_grid_dim;
+// The running thread's indices, set by the scheduler before it continues a thread. Globals: one
+// OS thread drives the emulator at a time (its runtime, simt/runtime.cpp, is not thread safe).
+extern cuda_api::uint3 g_thread_idx;
+extern cuda_api::uint3 g_block_idx;
+extern cuda_api::dim3 g_block_dim;
+extern cuda_api::dim3 g_grid_dim;
 
 enum class WarpOp : uint8_t { ShflIdx, ShflUp, ShflDown, ShflXor, Ballot, Any, All, SyncWarp };
 enum class BarrierOp : uint8_t { Sync, Count, And, Or };
@@ -77,10 +77,10 @@ T* dynamic_shared() {
 
 }  // namespace simt
 
-#define threadIdx (static_cast<const ::simt::cuda_api::uint3&>(::simt::detail::tl_thread_idx))
-#define blockIdx (static_cast<const ::simt::cuda_api::uint3&>(::simt::detail::tl_block_idx))
-#define blockDim (static_cast<const ::simt::cuda_api::dim3&>(::simt::detail::tl_block_dim))
-#define gridDim (static_cast<const ::simt::cuda_api::dim3&>(::simt::detail::tl_grid_dim))
+#define threadIdx (static_cast<const ::simt::cuda_api::uint3&>(::simt::detail::g_thread_idx))
+#define blockIdx (static_cast<const ::simt::cuda_api::uint3&>(::simt::detail::g_block_idx))
+#define blockDim (static_cast<const ::simt::cuda_api::dim3&>(::simt::detail::g_block_dim))
+#define gridDim (static_cast<const ::simt::cuda_api::dim3&>(::simt::detail::g_grid_dim))
 constexpr int warpSize = 32;
 
 // ---- barriers: every thread of the block, at the same line ----

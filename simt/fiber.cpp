@@ -19,7 +19,7 @@ namespace {
 #ifdef __SANITIZE_ADDRESS__
 // The context being left by the switch in progress: its stack's extent is filled in when the
 // switch lands (the OS thread's stack is known only then).
-thread_local Context* g_leaving = nullptr;
+Context* g_leaving = nullptr;
 #endif
 
 void before_switch(Context& from, Context& to) {

@@ -1,7 +1,6 @@
 // Force-included (g++ -include) into every kernels/cuda/ file that is built for the SIMT
 // emulator, in front of the file's own code as simt/rewrite_cu.py left it. It supplies what
-// nvcc would: the CUDA runtime and cuBLASLt (simt/cuda_api.h, simt/cublaslt_api.h), device
-// built-ins (simt/device.h) and launches (simt/launch.h).
+// nvcc would (simt/simt.h).
 //
 // One program holds the real CUDA backend and this emulated one, compiled from the same
 // sources, so the emulated build lives in its own namespace: `tt` is defined to `tt::emu`,
@@ -30,9 +29,6 @@
 #include "kernels/common/gelu.h"
 #include "kernels/common/half.h"
 #include "kernels/cuda_options.h"
-#include "simt/cublaslt_api.h"
-#include "simt/cuda_api.h"
-#include "simt/device.h"
-#include "simt/launch.h"
+#include "simt/simt.h"
 
 #define tt tt::emu

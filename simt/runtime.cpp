@@ -213,6 +213,23 @@ cudaError_t cudaDeviceSynchronize() {
   return cudaSuccess;
 }
 
+cudaError_t cudaDeviceReset() {
+  for (auto& [ptr, bytes] : g_device_allocations) std::free(const_cast<char*>(ptr));
+  for (auto& [ptr, bytes] : g_host_allocations) std::free(const_cast<char*>(ptr));
+  g_device_allocations.clear();
+  g_host_allocations.clear();
+  g_device_bytes = 0;
+  for (Stream* s : g_capturing) {
+    s->capturing = false;
+    s->captured.clear();
+  }
+  g_capturing.clear();
+  g_dynamic_shared_limit.clear();
+  g_last = g_sticky = cudaSuccess;
+  g_fault.clear();
+  return cudaSuccess;
+}
+
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   if (g_sticky != cudaSuccess) return g_sticky;
   *total_bytes = kDeviceBytes;

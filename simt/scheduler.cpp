@@ -22,10 +22,10 @@ using cuda_api::dim3;
 using cuda_api::uint3;
 
 namespace detail {
-thread_local uint3 tl_thread_idx;
-thread_local uint3 tl_block_idx;
-thread_local dim3 tl_block_dim;
-thread_local dim3 tl_grid_dim;
+uint3 g_thread_idx;
+uint3 g_block_idx;
+dim3 g_block_dim;
+dim3 g_grid_dim;
 }  // namespace detail
 
 using detail::BarrierOp;
@@ -109,8 +109,8 @@ struct WorkerPool {
   Context scheduler;      // the OS thread's own stack, where run_grid waits
 };
 
-thread_local BlockRun* g_run = nullptr;
-thread_local WorkerPool g_pool;
+BlockRun* g_run = nullptr;
+WorkerPool g_pool;
 
 std::string site(const char* file, int line) {
   const char* base = std::strrchr(file, '/');
@@ -134,7 +134,7 @@ std::string thread_name(const BlockRun& run, unsigned t) {
 void activate(BlockRun& run, unsigned t) {
   run.current = t;
   const dim3 b = run.launch->block;
-  detail::tl_thread_idx = uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
+  detail::g_thread_idx = uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
 }
 
 // Adds threads to the runnable set in the schedule's order (ascending for forward, descending
@@ -528,8 +528,8 @@ std::string run_grid(const GridLaunch& launch) {
   run.threads.resize(n);
   run.warps.resize((n + kWarpSize - 1) / kWarpSize);
   g_run = &run;
-  detail::tl_block_dim = b;
-  detail::tl_grid_dim = g;
+  detail::g_block_dim = b;
+  detail::g_grid_dim = g;
   // Block order: the whole grid in the schedule's order (a random permutation, when random).
   std::vector<uint64_t> block_order(blocks);
   std::iota(block_order.begin(), block_order.end(), uint64_t{0});
@@ -540,7 +540,7 @@ std::string run_grid(const GridLaunch& launch) {
   for (uint64_t index : block_order) {
     const uint3 block_idx{static_cast<unsigned>(index % g.x), static_cast<unsigned>((index / g.x) % g.y),
                           static_cast<unsigned>(index / (uint64_t{g.x} * g.y))};
-    detail::tl_block_idx = block_idx;
+    detail::g_block_idx = block_idx;
     std::fill(run.threads.begin(), run.threads.end(), ThreadSlot{});
     std::fill(run.warps.begin(), run.warps.end(), WarpState{});
     run.runnable.clear();

@@ -36,36 +36,44 @@ TEST(CudaTraining, VerifyPassesEveryCommittedReference) {
 using test::TrainingRun;
 using test::train_seed_workload;
 
+// Steps of the seed workload per run: on the SIMT emulator a step takes seconds (every warp
+// shuffle of the attention kernels is a scheduling point), so emulated runs are shorter. Five
+// steps still cover the eager first step, the captured second and three replays.
+int seed_steps(int on_gpu, int emulated) { return test::cuda_is_emulated() ? emulated : on_gpu; }
+
 TEST(CudaTraining, TwoRunsGiveTheSameBits) {
   REQUIRE_CUDA(cuda);
-  const TrainingRun a = train_seed_workload(*cuda, 20, true), b = train_seed_workload(*cuda, 20, true);
+  const int steps = seed_steps(20, 5);
+  const TrainingRun a = train_seed_workload(*cuda, steps, true), b = train_seed_workload(*cuda, steps, true);
   EXPECT_EQ(a.losses, b.losses);
   EXPECT_EQ(a.params, b.params);
 }
 
 TEST(CudaTraining, GraphReplayGivesTheSameBitsAsEagerKernels) {
   REQUIRE_CUDA(cuda);
-  const TrainingRun graph = train_seed_workload(*cuda, 20, true), eager = train_seed_workload(*cuda, 20, false);
+  const int steps = seed_steps(20, 5);
+  const TrainingRun graph = train_seed_workload(*cuda, steps, true), eager = train_seed_workload(*cuda, steps, false);
   EXPECT_EQ(graph.losses, eager.losses);
   EXPECT_EQ(graph.params, eager.params);
 }
 
-// 100 steps of the seed workload, dropout 0.1, on both backends. The masks are the same, so
-// only fp32 rounding separates the runs: at step 0 the losses agree to ~1e-6 (the logits do,
+// 100 steps (20 emulated) of the seed workload, dropout 0.1, on both backends. The masks are
+// the same, so only fp32 rounding separates the runs: at step 0 the losses agree to ~1e-6 (the logits do,
 // as against PyTorch); AdamW then turns rounding-level gradient differences into moves of up
 // to lr = 1e-4 on a few parameters per step (docs/numerics.md), which shift the loss by far
 // less than 1e-3 over 100 steps, while one wrong mask or kernel shifts it by ~1e-2 at once.
 TEST(CudaTraining, SeedWorkloadFollowsTheCpuLossCurve) {
   REQUIRE_CUDA(cuda);
   auto cpu = make_cpu_backend();
-  const TrainingRun on_gpu = train_seed_workload(*cuda, 100, true), on_cpu = train_seed_workload(*cpu, 100, false);
+  const int steps = seed_steps(100, 20);
+  const TrainingRun on_gpu = train_seed_workload(*cuda, steps, true), on_cpu = train_seed_workload(*cpu, steps, false);
   double worst = 0.0;
   for (size_t s = 0; s < on_cpu.losses.size(); ++s) {
     worst = std::max(worst, std::fabs(on_gpu.losses[s] - on_cpu.losses[s]));
     EXPECT_NEAR(on_gpu.losses[s], on_cpu.losses[s], 1e-3) << "step " << s;
   }
   EXPECT_NEAR(on_gpu.losses[0], on_cpu.losses[0], 1e-5);
-  std::printf("[ loss     ] seed workload, 100 steps: max |cuda - cpu| = %.3e\n", worst);
+  std::printf("[ loss     ] seed workload, %d steps: max |cuda - cpu| = %.3e\n", steps, worst);
 }
 
 }  // namespace
