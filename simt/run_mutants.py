@@ -80,7 +80,7 @@ def main(argv):
                     return 1
             caught = []
             for schedule in SCHEDULES:
-                env = dict(os.environ, TINYTRAIN_SIMT_SCHEDULE=schedule)
+                env = dict(os.environ, TINYTRAIN_SIMT_SCHEDULE=schedule, TINYTRAIN_TEST_CUDA="emulated")
                 r = run([exe, "--gtest_filter=" + m["tests"]], build, env=env, timeout=900)
                 failed = sorted(set(re.findall(r"^\[  FAILED  \] (\S+?)(?:,| \(|$)", r.stdout, re.M)))
                 said = re.findall(r"^simt: (.*)$", r.stdout, re.M)

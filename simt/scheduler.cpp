@@ -80,8 +80,9 @@ struct BlockRun {
   std::vector<ThreadSlot> threads;
   std::vector<WarpState> warps;
   // Threads that may run (not started, or released by a barrier or warp operation), in the
-  // order of the schedule: forward and reverse take the oldest first, random any of them.
+  // order they will run (make_runnable).
   std::deque<unsigned> runnable;
+  std::vector<unsigned> batch;  // make_runnable's scratch
   unsigned current = 0;
   unsigned exited = 0;
   unsigned at_barrier = 0;
@@ -137,26 +138,33 @@ void activate(BlockRun& run, unsigned t) {
   detail::g_thread_idx = uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
 }
 
-// Adds threads to the runnable set in the schedule's order (ascending for forward, descending
-// for reverse; random picks at random when it takes one, so the order given does not matter).
+// Makes threads runnable. The block's threads start, and leave a barrier, in the schedule's
+// order (ascending for forward, descending for reverse, shuffled for random) at the back of
+// the queue. Lanes leaving a warp operation go to the front in forward and reverse: a warp
+// runs ahead through its warp operations until it waits at a barrier, as one warp of a real
+// block may, which exposes a warp that rewrites shared data others have not read yet. In
+// random order they go, shuffled, to the front or the back, at random.
+enum class Release { Block, Warp };
 template <typename Fn>
-void make_runnable(BlockRun& run, unsigned first, unsigned count, Fn&& included) {
-  const bool reverse = run.order == Order::Reverse;
-  for (unsigned i = 0; i < count; ++i) {
-    const unsigned t = reverse ? first + count - 1 - i : first + i;
+void make_runnable(BlockRun& run, unsigned first, unsigned count, Release release, Fn&& included) {
+  std::vector<unsigned>& batch = run.batch;
+  batch.clear();
+  for (unsigned t = first; t < first + count; ++t)
     if (included(t)) {
       run.threads[t].status = Status::Ready;
-      run.runnable.push_back(t);
+      batch.push_back(t);
     }
-  }
+  if (run.order == Order::Reverse) std::reverse(batch.begin(), batch.end());
+  if (run.order == Order::Random) std::shuffle(batch.begin(), batch.end(), *run.rng);
+  const bool front = release == Release::Warp && (run.order != Order::Random || (*run.rng)() % 2 == 0);
+  if (front)
+    run.runnable.insert(run.runnable.begin(), batch.begin(), batch.end());
+  else
+    run.runnable.insert(run.runnable.end(), batch.begin(), batch.end());
 }
 
 unsigned take_runnable(BlockRun& run) {
   if (run.runnable.empty()) return kNone;
-  if (run.order == Order::Random) {
-    const size_t pick = std::uniform_int_distribution<size_t>(0, run.runnable.size() - 1)(*run.rng);
-    std::swap(run.runnable[pick], run.runnable.front());
-  }
   const unsigned t = run.runnable.front();
   run.runnable.pop_front();
   return t;
@@ -329,12 +337,12 @@ void evaluate_warp_op(BlockRun& run, unsigned base, unsigned mask) {
     }
   }
   run.warps[base / kWarpSize].waiting &= ~mask;
-  make_runnable(run, base, kWarpSize, [mask, base](unsigned t) { return (mask >> (t - base)) & 1u; });
+  make_runnable(run, base, kWarpSize, Release::Warp, [mask, base](unsigned t) { return (mask >> (t - base)) & 1u; });
 }
 
 // Runs one block to completion or to its first fault.
 void run_block(BlockRun& run) {
-  make_runnable(run, 0, run.n, [](unsigned) { return true; });
+  make_runnable(run, 0, run.n, Release::Block, [](unsigned) { return true; });
   const unsigned first = take_runnable(run);
   run.threads[first].worker = idle_worker();
   activate(run, first);
@@ -442,7 +450,7 @@ int barrier(BarrierOp op, int predicate, const char* name, const char* file, int
                                               : 0;
     for (ThreadSlot& s : run.threads) s.barrier_result = result;
     run.at_barrier = 0;
-    make_runnable(run, 0, run.n, [](unsigned) { return true; });
+    make_runnable(run, 0, run.n, Release::Block, [](unsigned) { return true; });
   }
   wait_here();
   return me.barrier_result;

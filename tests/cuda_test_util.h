@@ -5,6 +5,7 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cstdlib>
 #include <memory>
 #include <string>
 
@@ -24,8 +25,12 @@
 
 namespace tt::test {
 
-// Is the CUDA backend under test the emulated one (no usable GPU)?
-inline bool cuda_is_emulated() { return !query_cuda_device().usable; }
+// Is the CUDA backend under test the emulated one? Yes without a usable GPU, and where
+// TINYTRAIN_TEST_CUDA=emulated asks for it (simt/run_mutants.py: mutants of the emulated build).
+inline bool cuda_is_emulated() {
+  const char* choice = std::getenv("TINYTRAIN_TEST_CUDA");
+  return (choice && std::string(choice) == "emulated") || !query_cuda_device().usable;
+}
 
 inline std::unique_ptr<Backend> cuda_backend_or_skip(std::string& why, const CudaOptions& options = {}) {
 #ifdef TINYTRAIN_HAVE_CUDA

@@ -624,6 +624,59 @@ TEST(CliTrainGood, AttentionCudnnOnTheCpuSaysOurKernelRuns) {
   EXPECT_EQ(lines[1].rfind("step   0 | loss ", 0), 0u);
 }
 
+// --backend cuda-emu: the CUDA backend's own code on the SIMT emulator. One line says so, then
+// the seed log; the losses are the CPU backend's up to fp32 rounding (same dropout masks), far
+// below the printed 4 decimals' resolution except at a rounding boundary: 1e-3 allows that.
+TEST(CliTrainGood, BackendCudaEmuSaysSoAndLogsTheCpusLosses) {
+  ScratchDir dir;
+  const Flags flags = {{"--steps", "3"}, {"--log-every", "1"}};
+  Flags emulated = flags;
+  emulated.emplace_back("--backend", "cuda-emu");
+  const CliResult emu = run_command(train_args(emulated), dir.path(), 120.0);
+  const CliResult cpu = run_command(train_args(flags), dir.path());
+  SCOPED_TRACE(emu.describe());
+  ASSERT_TRUE(emu.exited && emu.exit_code == 0);
+  ASSERT_TRUE(cpu.exited && cpu.exit_code == 0) << cpu.describe();
+  EXPECT_EQ(emu.err, "");
+  const std::vector<std::string> lines = emu.out_lines();
+  ASSERT_EQ(lines.size(), 5u) << "the backend line, three step lines, the done line";
+  EXPECT_EQ(lines[0].rfind("backend cuda-emu: ", 0), 0u) << lines[0];
+  EXPECT_TRUE(contains(lines[0], "SIMT emulator") && contains(lines[0], "slow")) << lines[0];
+  const std::vector<std::string> se = step_lines(emu), sc = step_lines(cpu);
+  ASSERT_EQ(se.size(), 3u);
+  ASSERT_EQ(sc.size(), 3u);
+  const std::regex step_re(R"(step +(\d+) \| loss (-?\d+\.\d{4}) \| alloc (\d+\.\d) MB)");
+  for (size_t s = 0; s < 3; ++s) {
+    std::smatch me, mc;
+    ASSERT_TRUE(std::regex_match(se[s], me, step_re)) << se[s];
+    ASSERT_TRUE(std::regex_match(sc[s], mc, step_re)) << sc[s];
+    EXPECT_NEAR(std::stod(me[2]), std::stod(mc[2]), 1e-3) << se[s] << " vs " << sc[s];
+  }
+}
+
+TEST(CliVerifyGood, BackendCudaEmuPassesAReference) {
+  ScratchDir dir;
+  const CliResult r = run_command({kBin, "verify", kSeedSmall, "--backend", "cuda-emu", "--precision", "bf16"},
+                                  dir.path(), 120.0);
+  SCOPED_TRACE(r.describe());
+  ASSERT_TRUE(r.exited);
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.out_lines().back(), " 0 failed (PASS)")) << r.out_lines().back();
+}
+
+// On the emulated device, --attention cudnn says in one line that there is no cuDNN.
+TEST(CliTrainGood, AttentionCudnnOnTheEmulatorSaysOurKernelRuns) {
+  ScratchDir dir;
+  const CliResult r = run_command(train_args({{"--backend", "cuda-emu"}, {"--attention", "cudnn"},
+                                              {"--precision", "bf16"}, {"--steps", "1"}, {"--log-every", "1"}}),
+                                  dir.path(), 120.0);
+  SCOPED_TRACE(r.describe());
+  ASSERT_TRUE(r.exited && r.exit_code == 0);
+  const std::vector<std::string> lines = r.out_lines();
+  ASSERT_EQ(lines.size(), 4u);
+  EXPECT_EQ(lines[1], "attention: the emulated CUDA device has no cuDNN; tinytrain's attention kernel runs");
+}
+
 TEST(CliTrainBad, UnknownAttention) {
   expect_train_config_error({{"--attention", "flash"}}, {"--attention", "flash"});
 }
