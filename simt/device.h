@@ -77,10 +77,12 @@ T* dynamic_shared() {
 
 }  // namespace simt
 
-#define threadIdx (static_cast<const ::simt::cuda_api::uint3&>(::simt::detail::g_thread_idx))
-#define blockIdx (static_cast<const ::simt::cuda_api::uint3&>(::simt::detail::g_block_idx))
-#define blockDim (static_cast<const ::simt::cuda_api::dim3&>(::simt::detail::g_block_dim))
-#define gridDim (static_cast<const ::simt::cuda_api::dim3&>(::simt::detail::g_grid_dim))
+// The built-in indices: read-only views of the running thread's, which a debugger can print
+// (`print threadIdx`).
+static const ::simt::cuda_api::uint3& threadIdx = ::simt::detail::g_thread_idx;
+static const ::simt::cuda_api::uint3& blockIdx = ::simt::detail::g_block_idx;
+static const ::simt::cuda_api::dim3& blockDim = ::simt::detail::g_block_dim;
+static const ::simt::cuda_api::dim3& gridDim = ::simt::detail::g_grid_dim;
 constexpr int warpSize = 32;
 
 // ---- barriers: every thread of the block, at the same line ----
