@@ -104,12 +104,6 @@ simt_fiber_start:
   .size simt_fiber_start, .-simt_fiber_start
 )");
 
-Fiber::Fiber(Entry entry, void* arg) : entry_(entry), arg_(arg) {
-  stack_bytes_ = kStackBytes;
-  stack_ = map_stack(stack_bytes_);
-  reset();
-}
-
 void Fiber::reset() {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   context_.stack_bottom = stack_ + page;
@@ -152,12 +146,6 @@ void ucontext_entry(unsigned int entry_lo, unsigned int entry_hi, unsigned int a
 }
 }  // namespace
 
-Fiber::Fiber(Entry entry, void* arg) : entry_(entry), arg_(arg) {
-  stack_bytes_ = kStackBytes;
-  stack_ = map_stack(stack_bytes_);
-  reset();
-}
-
 void Fiber::reset() {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));
   context_.stack_bottom = stack_ + page;
@@ -181,6 +169,12 @@ void switch_context(Context& from, Context& to) {
 #endif
 
 void fiber_started() { after_switch(); }
+
+Fiber::Fiber(Entry entry, void* arg) : entry_(entry), arg_(arg) {
+  stack_bytes_ = kStackBytes;
+  stack_ = map_stack(stack_bytes_);
+  reset();
+}
 
 Fiber::~Fiber() {
   const size_t page = static_cast<size_t>(sysconf(_SC_PAGESIZE));

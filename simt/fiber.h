@@ -9,7 +9,7 @@
 #pragma once
 #include <cstddef>
 
-#if defined(__x86_64__)
+#if defined(__x86_64__) && !defined(SIMT_FIBER_UCONTEXT)  // -DSIMT_FIBER_UCONTEXT: ucontext everywhere
 #define SIMT_FIBER_ASM 1
 #else
 #include <ucontext.h>

@@ -656,7 +656,11 @@ std::vector<CaseSpec> residual_cases(DType act = DType::F32) {
     Alias alias;
   };
   std::vector<CaseSpec> specs;
-  for (P p : {P{1, Alias::None}, P{37, Alias::A}, P{4099, Alias::B}, P{100003, Alias::None}}) {
+  std::vector<P> shapes = {P{1, Alias::None}, P{37, Alias::A}, P{4099, Alias::B}, P{100003, Alias::None}};
+  // Past the grid-stride cap (grid_stride_blocks: 65536 blocks of 256 threads), so the threads
+  // of the capped grid go round their loop a second time.
+  if (act == DType::F32) shapes.push_back(P{int64_t{65536} * 256 + 1029, Alias::None});
+  for (P p : shapes) {
     const char* mode = p.alias == Alias::None ? "" : p.alias == Alias::A ? "_out_aliases_a" : "_out_aliases_b";
     specs.push_back({"residual_n" + std::to_string(p.n) + mode + dtype_suffix(act), [p, act] {
                        OpCase c(act);
