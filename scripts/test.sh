@@ -3,7 +3,8 @@
 #   1. the CPU engine: GoogleTest suites, verify on the committed PyTorch references, parity
 #      with a fresh full-size PyTorch reference, the CLI;
 #   2. the CUDA backend (label "cuda"): on the GPU when one works, else its unchanged code on
-#      the SIMT emulator (docs/emulation.md), each test in two schedules; then the mutants
+#      the SIMT emulator (docs/emulation.md), each test in two schedules (the op tests in
+#      three); then the mutants
 #      (simt/mutants.txt), which the emulated suite must catch;
 #   3. the emulated CUDA suite again, built with AddressSanitizer and UndefinedBehaviorSanitizer
 #      (build-asan/, scripts/test_sanitizers.sh); skipped with --no-sanitizers.
@@ -27,7 +28,7 @@ run_group() {  # title, then ctest arguments
 
 cd build
 run_group "CPU engine, PyTorch parity, CLI" -LE 'cuda|mutants'
-run_group "CUDA backend (on the GPU if one works, else on the SIMT emulator), schedules forward and random" -L cuda
+run_group "CUDA backend (on the GPU if one works, else on the SIMT emulator), schedules forward, random (and reverse)" -L cuda
 run_group "mutants of the CUDA kernels, caught by the emulated suite" -L mutants
 cd ..
 if [ "$sanitizers" = 1 ]; then

@@ -21,7 +21,7 @@ import sys
 import tempfile
 
 SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-SCHEDULES = ["forward", "random:7"]  # as tests/CMakeLists.txt registers the suite
+SCHEDULES = ["forward", "random:7", "reverse"]  # as tests/CMakeLists.txt registers test_cuda_ops
 
 
 def read_mutants():

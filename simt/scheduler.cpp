@@ -205,12 +205,22 @@ void dispatch(Worker& self, bool free) {
 
 void thread_exited();
 
+// Thrown on a thread's fiber when it faults (fail), caught by its worker: unwinding the
+// thread's frames frees what they hold (the fault's message, for one) before the fiber is
+// abandoned.
+struct ThreadAborted {};
+
 void worker_main(void* arg) {
   fiber_started();
   auto* self = static_cast<Worker*>(arg);
   for (;;) {
-    (*g_run->launch->body)();
-    thread_exited();
+    try {
+      (*g_run->launch->body)();
+      thread_exited();
+    } catch (const ThreadAborted&) {
+      switch_context(self->fiber->context(), g_pool.scheduler);  // the block is abandoned
+      std::abort();                                               // and this fiber reset
+    }
     dispatch(*self, /*free=*/true);
   }
 }
@@ -234,12 +244,12 @@ Worker& current_worker() { return *g_pool.workers[g_run->threads[g_run->current]
 // The running thread waits (at a barrier or warp operation): run others until it may go on.
 void wait_here() { dispatch(current_worker(), /*free=*/false); }
 
-// Records the first fault and returns to the scheduler, which abandons the block.
+// Records the first fault and stops the running thread (its worker returns to the scheduler,
+// which abandons the block). Called on the thread's own fiber.
 [[noreturn]] void fail(const std::string& what) {
   BlockRun& run = *g_run;
   if (run.fault.empty()) run.fault = what;
-  switch_context(current_worker().fiber->context(), g_pool.scheduler);
-  std::abort();  // a faulted block is never continued
+  throw ThreadAborted{};
 }
 
 const char* status_text(Status s) {
