@@ -3,9 +3,9 @@
 # UndefinedBehaviorSanitizer in build-asan/ (CPU code and emulated kernels alike; the real CUDA
 # build is left out, so nothing of NVIDIA's libraries runs under the sanitizers), then the
 # emulated CUDA suite without its forward-order registrations (random, and reverse for the op
-# tests; the plain build runs forward too) and the emulator's own tests. Device memory is host memory and every block's shared memory its own allocation, so
-# an out-of-bounds access in a kernel is a report here. Any report fails its test. Needs
-# scripts/setup.sh's packages.
+# tests; the plain build runs forward too) and the emulator's own tests. Device memory is host
+# memory and every block's shared memory its own allocation, so an out-of-bounds access in a
+# kernel is a report here. Any report fails its test. Needs scripts/setup.sh's packages.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 cmake -S . -B build-asan -G Ninja -DCMAKE_BUILD_TYPE=RelWithDebInfo -DTINYTRAIN_CUDA=OFF -DTINYTRAIN_SANITIZE=ON >/dev/null
