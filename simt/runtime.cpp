@@ -126,14 +126,12 @@ cudaError_t enqueue_work(cudaStream_t stream, std::function<cudaError_t()> work)
 
 void launch_kernel(const LaunchConfig& c, const void* kernel, std::function<void()> body) {
   if (g_sticky != cudaSuccess) return;  // the context is broken: cudaGetLastError reports it
-  const unsigned threads = c.block.x * c.block.y * c.block.z;
   if (!dim_ok(c.block.x, 1024) || !dim_ok(c.block.y, 1024) || !dim_ok(c.block.z, 64) ||
       uint64_t{c.block.x} * c.block.y * c.block.z > 1024 || !dim_ok(c.grid.x, 0x7fffffffu) ||
       !dim_ok(c.grid.y, 65535) || !dim_ok(c.grid.z, 65535)) {
     fail(cudaErrorInvalidConfiguration);
     return;
   }
-  (void)threads;
   auto limit = g_dynamic_shared_limit.find(kernel);
   const size_t dynamic_limit = limit == g_dynamic_shared_limit.end() ? kSharedDefault : limit->second;
   if (c.shared_bytes > dynamic_limit) {
