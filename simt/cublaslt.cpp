@@ -118,14 +118,19 @@ std::string check_gemm(const LtMatmulDesc& d, const LtMatrixLayout& a, const LtM
   return "";
 }
 
+// Element i of a buffer of `type`, widened to fp32 (exact for the 16-bit types).
+float load(const void* p, int type, size_t i) {
+  return type == CUDA_R_32F    ? static_cast<const float*>(p)[i]
+         : type == CUDA_R_16BF ? tt::to_float(static_cast<const tt::bf16*>(p)[i])
+                               : tt::to_float(static_cast<const tt::f16*>(p)[i]);
+}
+
 // Reads a matrix as stored (column-major, ld) into fp32, rounding to TF32 when asked.
 std::vector<float> widen(const void* p, const LtMatrixLayout& l, bool tf32) {
   const size_t count = l.cols == 0 || l.rows == 0 ? 0 : static_cast<size_t>(l.ld) * (l.cols - 1) + l.rows;
   std::vector<float> out(count);
   for (size_t i = 0; i < count; ++i) {
-    float v = l.type == CUDA_R_32F    ? static_cast<const float*>(p)[i]
-              : l.type == CUDA_R_16BF ? tt::to_float(static_cast<const tt::bf16*>(p)[i])
-                                      : tt::to_float(static_cast<const tt::f16*>(p)[i]);
+    float v = load(p, l.type, i);
     if (tf32) {
       uint32_t u = tt::float_bits(v);
       if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0xfffu + ((u >> 13) & 1u)) & ~0x1fffu;
@@ -134,12 +139,6 @@ std::vector<float> widen(const void* p, const LtMatrixLayout& l, bool tf32) {
     out[i] = v;
   }
   return out;
-}
-
-float load(const void* p, int type, size_t i) {
-  return type == CUDA_R_32F    ? static_cast<const float*>(p)[i]
-         : type == CUDA_R_16BF ? tt::to_float(static_cast<const tt::bf16*>(p)[i])
-                               : tt::to_float(static_cast<const tt::f16*>(p)[i]);
 }
 
 void store(void* p, int type, size_t i, float v) {
