@@ -6,6 +6,7 @@
 
 #include "engine/config.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cuda_options.h"
 #include "kernels/device_query.h"
 #ifdef TINYTRAIN_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
@@ -19,7 +20,7 @@ namespace tt {
 
 namespace {
 
-CudaOptions cuda_options(const GpuOptions& gpu) {
+[[maybe_unused]] CudaOptions cuda_options(const GpuOptions& gpu) {  // unused when neither CUDA build is in
   CudaOptions options;
   options.tf32 = gpu.tf32;
   options.cudnn_attention = gpu.cudnn_attention;

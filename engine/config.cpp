@@ -5,6 +5,8 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
+#include "engine/checked_input.h"
+
 namespace tt {
 
 namespace {
@@ -32,10 +34,15 @@ void ModelConfig::validate() const {
           "invalid config: layer_norm_eps must be positive, got " + std::to_string(layer_norm_eps));
   require(std::isfinite(dropout) && dropout >= 0 && dropout < 1,
           "invalid config: dropout must be in [0, 1), got " + std::to_string(dropout));
-  // Parameter count (vocab C + layers (4C^2 + 2CF) + ...) far from int64 overflow: 2^40.
-  const double C = d_model, params = 2.0 * vocab_size * C + static_cast<double>(max_seq_len) * C +
-                                     n_layer * (4.0 * C * C + 2.0 * C * d_ff + 9.0 * C + d_ff);
-  require(params < std::ldexp(1.0, 40), "invalid config: the model has more than 2^40 parameters");
+  // Far from int64 overflow, and from what any machine holds: 2^40 parameters.
+  require(parameter_count() < std::ldexp(1.0, 40), "invalid config: the model has more than 2^40 parameters");
+}
+
+double ModelConfig::parameter_count() const {
+  const double C = d_model, F = d_ff, V = vocab_size;
+  const double per_layer = 4.0 * C * C + 2.0 * C * F + 9.0 * C + F;  // attention 4C^2+4C, FFN 2CF+F+C, norms 4C
+  return V * C + (pos_embedding == PosEmbedding::Learned ? max_seq_len * C : 0.0) + n_layer * per_layer +
+         (norm_first ? 2.0 * C : 0.0) + V * C + V;  // embedding, positions, layers, encoder.norm, lm_head
 }
 
 void AdamWConfig::validate() const {
@@ -129,19 +136,13 @@ namespace {
 
 using nlohmann::json;
 
-json parse_object(const std::string& text, const char* what) {
-  json j = json::parse(text, nullptr, /*allow_exceptions=*/false);
-  require(j.is_object(), std::string("malformed ") + what + ": not a JSON object");
-  return j;
-}
-
-template <typename T>
-T field(const json& j, const char* key, const char* what) {
-  require(j.contains(key), std::string("malformed ") + what + ": missing field '" + key + "'");
+// validate() with `where` in front of its message: which file and which field the config came from.
+template <typename Config>
+void validate_from(const Config& c, const std::string& where) {
   try {
-    return j.at(key).get<T>();
-  } catch (const json::exception&) {
-    throw InputError(std::string("malformed ") + what + ": field '" + key + "' has the wrong type");
+    c.validate();
+  } catch (const InputError& e) {
+    throw InputError(where + ": " + e.what());
   }
 }
 
@@ -158,23 +159,23 @@ std::string model_config_to_json(const ModelConfig& c) {
   return j.dump();
 }
 
-ModelConfig model_config_from_json(const std::string& text) {
-  const char* what = "config";
-  json j = parse_object(text, what);
+ModelConfig model_config_from_json(const std::string& text, const std::string& where) {
+  JsonFields f(parse_json(text, where), where);
   ModelConfig c;
-  c.vocab_size = field<int>(j, "vocab_size", what);
-  c.d_model = field<int>(j, "d_model", what);
-  c.n_head = field<int>(j, "n_head", what);
-  c.n_layer = field<int>(j, "n_layer", what);
-  c.d_ff = field<int>(j, "d_ff", what);
-  c.activation = parse_activation(field<std::string>(j, "activation", what));
-  c.norm_first = field<bool>(j, "norm_first", what);
-  c.causal = field<bool>(j, "causal", what);
-  c.pos_embedding = parse_pos_embedding(field<std::string>(j, "pos_embedding", what));
-  c.max_seq_len = field<int>(j, "max_seq_len", what);
-  c.layer_norm_eps = field<float>(j, "layer_norm_eps", what);
-  c.dropout = field<float>(j, "dropout", what);
-  c.validate();
+  c.vocab_size = f.positive_int("vocab_size");
+  c.d_model = f.positive_int("d_model");
+  c.n_head = f.positive_int("n_head");
+  c.n_layer = f.positive_int("n_layer");
+  c.d_ff = f.positive_int("d_ff");
+  c.activation = parse_activation(f.string("activation"));
+  c.norm_first = f.boolean("norm_first");
+  c.causal = f.boolean("causal");
+  c.pos_embedding = parse_pos_embedding(f.string("pos_embedding"));
+  c.max_seq_len = f.positive_int("max_seq_len");
+  c.layer_norm_eps = f.number_f32("layer_norm_eps");
+  c.dropout = f.number_f32("dropout");
+  f.finish();
+  validate_from(c, where);
   return c;
 }
 
@@ -183,16 +184,16 @@ std::string adamw_config_to_json(const AdamWConfig& c) {
   return j.dump();
 }
 
-AdamWConfig adamw_config_from_json(const std::string& text) {
-  const char* what = "optimizer";
-  json j = parse_object(text, what);
+AdamWConfig adamw_config_from_json(const std::string& text, const std::string& where) {
+  JsonFields f(parse_json(text, where), where);
   AdamWConfig c;
-  c.lr = field<double>(j, "lr", what);
-  c.beta1 = field<double>(j, "beta1", what);
-  c.beta2 = field<double>(j, "beta2", what);
-  c.eps = field<double>(j, "eps", what);
-  c.weight_decay = field<double>(j, "weight_decay", what);
-  c.validate();
+  c.lr = f.number("lr");
+  c.beta1 = f.number("beta1");
+  c.beta2 = f.number("beta2");
+  c.eps = f.number("eps");
+  c.weight_decay = f.number("weight_decay");
+  f.finish();
+  validate_from(c, where);
   return c;
 }
 

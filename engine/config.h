@@ -41,6 +41,9 @@ struct ModelConfig {
   float dropout = 0.1f;
 
   int head_dim() const { return d_model / n_head; }
+  // The number of parameters (ParamLayout's total). In double, so that validate() can call it
+  // on any config to refuse models beyond 2^40; exact for every config that passes.
+  double parameter_count() const;
   void validate() const;  // throws InputError naming the field
 };
 
@@ -69,10 +72,13 @@ Precision parse_precision(const std::string& name);          // throws InputErro
 Activation parse_activation(const std::string& name);        // throws InputError
 PosEmbedding parse_pos_embedding(const std::string& name);   // throws InputError
 
-// The reference format's JSON spelling (see docs/reference-format.md).
+// The reference format's JSON spelling (see docs/reference-format.md). The readers check
+// every field's type and range (engine/checked_input.h), refuse unknown fields, then
+// validate; each error is one InputError starting with `where` (e.g. "ref.safetensors:
+// metadata 'config'").
 std::string model_config_to_json(const ModelConfig& c);
-ModelConfig model_config_from_json(const std::string& json);  // throws InputError, validates
+ModelConfig model_config_from_json(const std::string& json, const std::string& where = "config");
 std::string adamw_config_to_json(const AdamWConfig& c);
-AdamWConfig adamw_config_from_json(const std::string& json);  // throws InputError, validates
+AdamWConfig adamw_config_from_json(const std::string& json, const std::string& where = "optimizer config");
 
 }  // namespace tt

@@ -4,7 +4,9 @@
 // value from the file is used as a size or offset before it has been checked.
 #include "engine/safetensors.h"
 
-#include <unistd.h>  // fsync
+#include <fcntl.h>     // open
+#include <sys/stat.h>  // fstat
+#include <unistd.h>    // read, close, fsync
 
 #include <algorithm>
 #include <cerrno>
@@ -12,12 +14,14 @@
 #include <cstring>
 #include <limits>
 #include <memory>
+#include <optional>
 #include <set>
 #include <stdexcept>
 #include <utility>
 
 #include <nlohmann/json.hpp>
 
+#include "engine/checked_input.h"
 #include "engine/config.h"
 
 namespace tt {
@@ -39,49 +43,50 @@ std::string offsets_str(uint64_t begin, uint64_t end) {
   return "[" + std::to_string(begin) + ", " + std::to_string(end) + "]";
 }
 
-// nlohmann's parse messages quote the offending bytes; keep only printable ASCII so the
-// one-line error stays readable, and drop the "[json.exception.parse_error.101] " prefix.
-std::string printable(const std::string& message) {
-  std::string out = message.substr(message.rfind(']', message.find(' ')) + 1);
-  if (!out.empty() && out[0] == ' ') out.erase(0, 1);
-  for (char& c : out)
-    if (static_cast<unsigned char>(c) < 0x20 || static_cast<unsigned char>(c) > 0x7e) c = '?';
-  return out;
-}
-
-// Reads a JSON integer that must be >= 0. JSON numbers that are negative, fractional or too
-// big for 64 bits (nlohmann stores those as floats) are rejected.
+// A JSON integer that must be >= 0. Negative, fractional and too-big values are refused.
 bool json_to_u64(const nlohmann::json& value, uint64_t* out) {
-  if (value.is_number_unsigned()) {
-    *out = value.get<uint64_t>();
-    return true;
-  }
-  if (value.is_number_integer() && value.get<int64_t>() >= 0) {
-    *out = static_cast<uint64_t>(value.get<int64_t>());
-    return true;
-  }
-  return false;
+  const std::optional<int64_t> v = json_integer_value(value);
+  if (!v || *v < 0) return false;
+  *out = static_cast<uint64_t>(*v);
+  return true;
 }
 
-// Reads the whole file. stdio rather than iostreams because it reports why it failed (errno),
-// and a directory fails at fread with "Is a directory" instead of looking like an empty file.
+// Reads the whole file. Regular files only: a FIFO or a device such as /dev/zero has no size
+// to check, and reading it could block or never end. Opened non-blocking, so that opening a
+// FIFO does not wait for a writer before fstat can refuse it. The file is read to its end
+// rather than to the size fstat gave, so a file that changes meanwhile is still read whole.
 std::vector<char> read_file(const std::string& path) {
-  std::unique_ptr<FILE, int (*)(FILE*)> f(std::fopen(path.c_str(), "rb"), &std::fclose);
-  if (!f) throw InputError(path + ": cannot open file: " + std::strerror(errno));
+  const int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  if (fd < 0) throw InputError(path + ": cannot open file: " + std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat info;
+  if (fstat(fd, &info) != 0) throw InputError(path + ": cannot read file: " + std::strerror(errno));
+  if (S_ISDIR(info.st_mode)) throw InputError(path + ": cannot read file: " + std::strerror(EISDIR));
+  if (!S_ISREG(info.st_mode)) throw InputError(path + ": cannot read file: not a regular file");
   std::vector<char> bytes;
+  bytes.reserve(static_cast<size_t>(info.st_size));
   char chunk[1 << 16];
-  size_t got;
-  while ((got = std::fread(chunk, 1, sizeof chunk, f.get())) > 0) bytes.insert(bytes.end(), chunk, chunk + got);
-  if (std::ferror(f.get())) throw InputError(path + ": cannot read file: " + std::strerror(errno));
+  for (;;) {
+    const ssize_t got = ::read(fd, chunk, sizeof chunk);
+    if (got == 0) break;
+    if (got < 0 && errno == EINTR) continue;
+    if (got < 0) throw InputError(path + ": cannot read file: " + std::strerror(errno));
+    bytes.insert(bytes.end(), chunk, chunk + got);
+  }
   return bytes;
 }
 
 }  // namespace
 
-SafetensorsFile SafetensorsFile::open(const std::string& path) {
+SafetensorsFile SafetensorsFile::open(const std::string& path) { return parse(path, read_file(path)); }
+
+SafetensorsFile SafetensorsFile::parse(const std::string& path, std::vector<char> bytes) {
   SafetensorsFile file;
   file.path_ = path;
-  file.bytes_ = read_file(path);
+  file.bytes_ = std::move(bytes);
   auto fail = [&](const std::string& problem) { return InputError(path + ": " + problem); };
 
   // --- the header length: 8 bytes, little-endian, assembled byte by byte so this works on
@@ -100,13 +105,8 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
   const uint64_t data_size = size - file.data_start_;
 
   // --- the header JSON. nlohmann also rejects invalid UTF-8 inside strings.
-  nlohmann::json header;
-  try {
-    const char* first = file.bytes_.data() + 8;
-    header = nlohmann::json::parse(first, first + header_len);
-  } catch (const nlohmann::json::parse_error& e) {
-    throw fail("header is not valid JSON: " + printable(e.what()));
-  }
+  const char* header_begin = file.bytes_.data() + 8;
+  const nlohmann::json header = parse_json(header_begin, header_begin + header_len, path + ": header");
   if (!header.is_object()) throw fail("header is not a JSON object");
 
   // --- each entry: the metadata block or one tensor.
@@ -118,13 +118,13 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
       if (!value.is_object()) throw fail("__metadata__ is not an object of strings");
       for (const auto& kv : value.items()) {
         if (!kv.value().is_string())
-          throw fail("__metadata__ value for '" + kv.key() + "' is not a string");
+          throw fail("__metadata__ value for '" + printable(kv.key()) + "' is not a string");
         file.metadata_[kv.key()] = kv.value().get<std::string>();
       }
       continue;
     }
 
-    const std::string what = "tensor '" + name + "'";
+    const std::string what = "tensor '" + printable(name) + "'";
     if (!value.is_object()) throw fail(what + ": entry is not an object");
 
     // dtype
@@ -134,7 +134,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     SafetensorsEntry entry;
     entry.dtype = dtype_it->get<std::string>();
     const size_t elem_size = known_dtype_size(entry.dtype);
-    if (elem_size == 0) throw fail(what + ": unknown dtype '" + entry.dtype + "'");
+    if (elem_size == 0) throw fail(what + ": unknown dtype '" + printable(entry.dtype) + "'");
 
     // shape: at most kMaxDims non-negative integers (Shape holds no more).
     auto shape_it = value.find("shape");
@@ -145,13 +145,12 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
                  std::to_string(kMaxDims) + " is supported");
     entry.shape.rank = 0;
     for (const nlohmann::json& dim : *shape_it) {
-      if (dim.is_number_integer() && !dim.is_number_unsigned() && dim.get<int64_t>() < 0)
-        throw fail(what + ": negative dimension " + std::to_string(dim.get<int64_t>()) + " in shape");
-      uint64_t d = 0;
-      if (!json_to_u64(dim, &d)) throw fail(what + ": 'shape' holds a value that is not an integer");
-      if (d > static_cast<uint64_t>(std::numeric_limits<int64_t>::max()))
-        throw fail(what + ": dimension " + std::to_string(d) + " is too large");
-      entry.shape.dims[entry.shape.rank++] = static_cast<int64_t>(d);
+      const std::optional<int64_t> d = json_integer_value(dim);
+      if (!d && dim.is_number_unsigned())
+        throw fail(what + ": dimension " + std::to_string(dim.get<uint64_t>()) + " is too large");
+      if (!d) throw fail(what + ": 'shape' holds a value that is not an integer");
+      if (*d < 0) throw fail(what + ": negative dimension " + std::to_string(*d) + " in shape");
+      entry.shape.dims[entry.shape.rank++] = *d;
     }
 
     // data_offsets: [begin, end], begin <= end <= size of the data section.
@@ -207,7 +206,7 @@ SafetensorsFile SafetensorsFile::open(const std::string& path) {
     const auto& [prev_name, prev] = by_begin[i - 1];
     const auto& [name, cur] = by_begin[i];
     if (cur->begin < prev->end)
-      throw fail("tensors '" + prev_name + "' " + offsets_str(prev->begin, prev->end) + " and '" + name +
+      throw fail("tensors '" + printable(prev_name) + "' " + offsets_str(prev->begin, prev->end) + " and '" + printable(name) +
                  "' " + offsets_str(cur->begin, cur->end) + " overlap");
   }
   return file;
@@ -232,13 +231,18 @@ std::vector<std::string> SafetensorsFile::names() const {
   return out;
 }
 
-void SafetensorsFile::read(const std::string& name, DType dtype, const Shape& shape, void* dst) const {
+void SafetensorsFile::check(const std::string& name, DType dtype, const Shape& shape) const {
   const SafetensorsEntry& e = entry(name);
   if (e.dtype != dtype_name(dtype))
     throw InputError(path_ + ": tensor '" + name + "' has dtype " + e.dtype + ", expected " + dtype_name(dtype));
   if (e.shape != shape)
     throw InputError(path_ + ": tensor '" + name + "' has shape " + e.shape.str() + ", expected " + shape.str());
-  // open() checked that [begin, end) lies inside the data section and that its length is
+}
+
+void SafetensorsFile::read(const std::string& name, DType dtype, const Shape& shape, void* dst) const {
+  check(name, dtype, shape);
+  const SafetensorsEntry& e = entry(name);
+  // parse() checked that [begin, end) lies inside the data section and that its length is
   // numel * dtype size, so equal dtype and shape mean exactly the bytes dst expects.
   const size_t n = static_cast<size_t>(e.end - e.begin);
   if (n > 0) std::memcpy(dst, bytes_.data() + data_start_ + e.begin, n);

@@ -30,8 +30,11 @@ struct SafetensorsEntry {
 // can trust the header: offsets are in range and sizes match dtype and shape.
 class SafetensorsFile {
  public:
-  // Reads the whole file and validates it; throws InputError "<path>: <problem>".
+  // Reads the whole file and validates it; throws InputError "<path>: <problem>" and nothing
+  // else (but std::bad_alloc), whatever the file holds.
   static SafetensorsFile open(const std::string& path);
+  // The same for bytes already in memory (a fuzzer's input); `path` names them in messages.
+  static SafetensorsFile parse(const std::string& path, std::vector<char> bytes);
 
   const std::map<std::string, std::string>& metadata() const { return metadata_; }
   // Throws InputError "<path>: missing metadata '<key>'".
@@ -42,11 +45,14 @@ class SafetensorsFile {
   const SafetensorsEntry& entry(const std::string& name) const;
   std::vector<std::string> names() const;  // sorted
 
-  // Checks the named tensor has exactly this dtype and shape, then copies its bytes to the
-  // host memory at dst. Throws InputError on a missing tensor or a dtype/shape mismatch.
+  // Checks the named tensor has exactly this dtype and shape: throws InputError on a missing
+  // tensor or a dtype/shape mismatch. Call it before allocating what read() fills.
+  void check(const std::string& name, DType dtype, const Shape& shape) const;
+  // check(), then copies the tensor's bytes to the host memory at dst.
   void read(const std::string& name, DType dtype, const Shape& shape, void* dst) const;
 
   const std::string& path() const { return path_; }
+  uint64_t size() const { return bytes_.size(); }  // of the whole file, in bytes
 
  private:
   SafetensorsFile() = default;

@@ -13,26 +13,12 @@
 #include <vector>
 
 #include "engine/data.h"
-#include "engine/safetensors.h"
+#include "engine/reference.h"
 #include "engine/trainer.h"
 
 namespace tt {
 
 namespace {
-
-int parse_count(const SafetensorsFile& file, const std::string& key) {
-  const std::string& text = file.metadata_value(key);
-  size_t used = 0;
-  long value = -1;
-  try {
-    value = std::stol(text, &used);
-  } catch (const std::exception&) {
-    used = 0;
-  }
-  if (used != text.size() || value <= 0 || value > (1 << 30))
-    throw InputError(file.path() + ": metadata '" + key + "' must be a positive integer, got '" + text + "'");
-  return static_cast<int>(value);
-}
 
 std::vector<float> read_f32(const SafetensorsFile& file, const std::string& name, const Shape& shape) {
   std::vector<float> data(shape.numel());
@@ -133,25 +119,13 @@ double max_abs(const float* v, size_t n) {
 
 bool run_verify(Backend& backend, const std::string& path, std::ostream& out, Precision precision) {
   const Tolerances tol = tolerances_for(precision);
-  const SafetensorsFile file = SafetensorsFile::open(path);
-  if (file.metadata_value("format") != "tinytrain-reference")
-    throw InputError(path + ": metadata 'format' is '" + file.metadata_value("format") +
-                     "', expected 'tinytrain-reference'");
-  if (file.metadata_value("version") != "1")
-    throw InputError(path + ": unsupported reference version '" + file.metadata_value("version") + "'");
-  const ModelConfig config = model_config_from_json(file.metadata_value("config"));
-  const AdamWConfig opt = adamw_config_from_json(file.metadata_value("optimizer"));
-  RunConfig run;
-  run.batch = parse_count(file, "batch");
-  run.seq = parse_count(file, "seq");
-  run.steps = parse_count(file, "steps");
-  run.validate(config);
-  if (config.dropout != 0.0f)
-    throw InputError(path + ": reference has dropout " + std::to_string(config.dropout) +
-                     "; verify needs dropout 0 (PyTorch's dropout masks cannot be reproduced)");
-  const int B = run.batch, T = run.seq, V = config.vocab_size, S = run.steps;
+  // Every tensor below is checked against the file before it is allocated (reference.h).
+  const Reference ref = Reference::open(path);
+  const SafetensorsFile& file = ref.file;
+  const ModelConfig& config = ref.config;
+  const AdamWConfig& opt = ref.optimizer;
+  const int B = ref.run.batch, T = ref.run.seq, V = config.vocab_size, S = ref.run.steps;
 
-  // Read and check every tensor before computing anything.
   const ParamLayout layout(config);
   auto read_all = [&](const std::string& prefix) {
     std::vector<float> flat(layout.total());

@@ -1,6 +1,7 @@
-// Helpers for tests that drive the real tinytrain binary: run a command with stdout, stderr
-// and the exit status captured separately and a hard timeout (a hang fails, it never blocks
-// the suite), a scratch directory per test, and a small raw safetensors reader/writer that
+// Helpers for tests that drive the real tinytrain binary: run a command with stdout, stderr,
+// the exit status and the peak memory captured separately and a hard timeout (a hang fails,
+// it never blocks the suite), the contract every bad input must meet (expect_user_error), a
+// scratch directory per test, and a small raw safetensors reader/writer that
 // works on the file's bytes directly (independent of engine/safetensors), so a test can
 // build exactly the malformed file it wants.
 #pragma once
@@ -8,6 +9,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 #include <stdlib.h>  // mkdtemp
+#include <sys/resource.h>  // wait4
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -17,6 +19,7 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <initializer_list>
 #include <sstream>
 #include <string>
 #include <thread>
@@ -37,6 +40,7 @@ struct CliResult {
   bool signaled = false;     // WIFSIGNALED (a crash: SIGSEGV, SIGABRT, ...), timeouts excluded
   int signal = 0;
   bool timed_out = false;    // killed by us after the timeout
+  long peak_rss_kb = 0;      // the process's largest resident set (getrusage's ru_maxrss)
   std::string command;       // for messages
 
   std::vector<std::string> out_lines() const { return split_lines(out); }
@@ -104,7 +108,9 @@ inline CliResult run_command(const std::vector<std::string>& argv, const std::st
   int status = 0;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(timeout_s);
   for (;;) {
-    const pid_t done = waitpid(pid, &status, WNOHANG);
+    struct rusage usage;
+    const pid_t done = wait4(pid, &status, WNOHANG, &usage);
+    if (done == pid) r.peak_rss_kb = usage.ru_maxrss;
     if (done == pid) break;
     if (done < 0 && errno != EINTR) {
       ADD_FAILURE() << "waitpid failed: " << std::strerror(errno);
@@ -131,6 +137,55 @@ inline CliResult run_command(const std::vector<std::string>& argv, const std::st
     r.signal = WTERMSIG(status);
   }
   return r;
+}
+
+// ---- the error contract ----
+
+inline bool contains(const std::string& text, const std::string& phrase) {
+  return text.find(phrase) != std::string::npos;
+}
+
+// The contract for a bad input. Each of `phrases` must appear in the error line (each entry
+// of a phrase group separated by '|' is an alternative).
+// Returns false (after one failure naming what happened) when the command did not even fail.
+inline bool expect_user_error(const CliResult& r, std::initializer_list<std::string> phrases) {
+  if (r.timed_out || r.signaled || !r.exited || r.exit_code == 0) {
+    ADD_FAILURE() << (r.timed_out  ? "the command hung"
+                      : r.signaled ? "the command crashed"
+                      : r.exited   ? "bad input accepted: exit status 0"
+                                   : "the command did not exit normally")
+                  << "\n" << r.describe();
+    return false;
+  }
+  SCOPED_TRACE(r.describe());
+  EXPECT_NE(r.exit_code, 134) << "looks like an abort";
+  EXPECT_NE(r.exit_code, 139) << "looks like a segfault";
+  EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << "main.cpp documents exit 1 (2 for bad flags)";
+
+  // Exactly one line, newline-terminated, starting with "error: " and saying something.
+  if (r.err.empty()) {
+    ADD_FAILURE() << "no error message on stderr";
+    return true;
+  }
+  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr must be exactly one line";
+  EXPECT_EQ(r.err.back(), '\n') << "the error line must end with a newline";
+  const std::string line = r.err.substr(0, r.err.find('\n'));
+  EXPECT_EQ(line.rfind("error: ", 0), 0u) << "the line must start with 'error: '";
+  EXPECT_GT(line.size(), std::string("error: ").size() + 5) << "the error line says nothing";
+  for (const std::string& group : phrases) {
+    bool found = false;
+    size_t start = 0;
+    while (!found) {
+      const size_t bar = group.find('|', start);
+      const std::string alt = group.substr(start, bar == std::string::npos ? std::string::npos : bar - start);
+      found = contains(line, alt);
+      if (bar == std::string::npos) break;
+      start = bar + 1;
+    }
+    EXPECT_TRUE(found) << "the error line does not name the problem: expected '" << group << "' in: " << line;
+  }
+  EXPECT_FALSE(contains(r.out, "(PASS)")) << "a failed command must not report a pass";
+  return true;
 }
 
 // ---- a scratch directory per test ----

@@ -52,54 +52,9 @@ std::vector<std::string> verify_args(const std::string& reference) {
   return {kBin, "verify", reference, "--backend", "cpu", "--threads", "1"};
 }
 
-bool contains(const std::string& text, const std::string& phrase) { return text.find(phrase) != std::string::npos; }
-
 std::string lower(std::string s) {
   for (char& c : s) c = static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
   return s;
-}
-
-// The contract for a bad input. Each of `phrases` must appear in the error line (each entry
-// of a phrase group separated by '|' is an alternative).
-// Returns false (after one failure naming what happened) when the command did not even fail.
-bool expect_user_error(const CliResult& r, std::initializer_list<std::string> phrases) {
-  if (r.timed_out || r.signaled || !r.exited || r.exit_code == 0) {
-    ADD_FAILURE() << (r.timed_out  ? "the command hung"
-                      : r.signaled ? "the command crashed"
-                      : r.exited   ? "bad input accepted: exit status 0"
-                                   : "the command did not exit normally")
-                  << "\n" << r.describe();
-    return false;
-  }
-  SCOPED_TRACE(r.describe());
-  EXPECT_NE(r.exit_code, 134) << "looks like an abort";
-  EXPECT_NE(r.exit_code, 139) << "looks like a segfault";
-  EXPECT_TRUE(r.exit_code == 1 || r.exit_code == 2) << "main.cpp documents exit 1 (2 for bad flags)";
-
-  // Exactly one line, newline-terminated, starting with "error: " and saying something.
-  if (r.err.empty()) {
-    ADD_FAILURE() << "no error message on stderr";
-    return true;
-  }
-  EXPECT_EQ(std::count(r.err.begin(), r.err.end(), '\n'), 1) << "stderr must be exactly one line";
-  EXPECT_EQ(r.err.back(), '\n') << "the error line must end with a newline";
-  const std::string line = r.err.substr(0, r.err.find('\n'));
-  EXPECT_EQ(line.rfind("error: ", 0), 0u) << "the line must start with 'error: '";
-  EXPECT_GT(line.size(), std::string("error: ").size() + 5) << "the error line says nothing";
-  for (const std::string& group : phrases) {
-    bool found = false;
-    size_t start = 0;
-    while (!found) {
-      const size_t bar = group.find('|', start);
-      const std::string alt = group.substr(start, bar == std::string::npos ? std::string::npos : bar - start);
-      found = contains(line, alt);
-      if (bar == std::string::npos) break;
-      start = bar + 1;
-    }
-    EXPECT_TRUE(found) << "the error line does not name the problem: expected '" << group << "' in: " << line;
-  }
-  EXPECT_FALSE(contains(r.out, "(PASS)")) << "a failed command must not report a pass";
-  return true;
 }
 
 // A train error found by validation: reported before anything runs, so stdout stays empty.

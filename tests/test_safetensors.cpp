@@ -5,6 +5,8 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>  // mkfifo
+
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
@@ -276,6 +278,37 @@ TEST_F(SafetensorsTest, HeaderEmptyIsNotJson) { expect_open_error(write_raw("emp
 
 TEST_F(SafetensorsTest, HeaderInvalidUtf8) {
   expect_open_error(write_raw("utf8", "{\"\xff\xfe\": 1}"), "header is not valid JSON");
+}
+
+// Issue 10, A: nlohmann reports a number beyond double's range as out_of_range, not as a
+// parse error; it must still be the reader's one error type, with the path.
+TEST_F(SafetensorsTest, HeaderNumberBeyondDoubleIsInputError) {
+  const std::string p = write_raw("1e400", "{\"a\":1E400}");
+  EXPECT_EQ(fs::file_size(p), 19u);
+  expect_open_error(p, "header is not valid JSON: number overflow parsing '1E400'");
+}
+
+// Names and dtypes from the file are quoted printable: a newline cannot split the line.
+TEST_F(SafetensorsTest, NamesInMessagesArePrintable) {
+  expect_open_error(one_entry("nl", R"({"dtype":"F8\nX","shape":[1],"data_offsets":[0,1]})", "a"), "unknown dtype 'F8?X'");
+}
+
+// A FIFO (or a device) has no size to check and could block forever: refused before reading.
+TEST_F(SafetensorsTest, FifoIsNotARegularFile) {
+  const std::string p = path("fifo");
+  ASSERT_EQ(mkfifo(p.c_str(), 0600), 0);
+  expect_open_error(p, "not a regular file");
+}
+
+// parse() is open() without the file: the same checks on bytes in memory.
+TEST_F(SafetensorsTest, ParseChecksBytesInMemory) {
+  const std::string bytes = test::raw_safetensors(R"({"t":{"dtype":"I32","shape":[1],"data_offsets":[0,4]}})", "abcd");
+  const SafetensorsFile f = SafetensorsFile::parse("mem", std::vector<char>(bytes.begin(), bytes.end()));
+  EXPECT_EQ(f.entry("t").end, 4u);
+  EXPECT_EQ(f.size(), bytes.size());
+  const std::string truncated = bytes.substr(0, bytes.size() - 1);
+  expect_error("mem", [&] { SafetensorsFile::parse("mem", std::vector<char>(truncated.begin(), truncated.end())); },
+               "out of range");
 }
 
 TEST_F(SafetensorsTest, HeaderNotAnObject) { expect_open_error(write_raw("arr", "[1, 2]"), "not a JSON object"); }
