@@ -1,11 +1,13 @@
 // The tinytrain command line: `train` (the seed workload by default), `plan` and `verify`.
 // Every user error ends as one line on stderr and exit code 1 (2 for bad flags).
 #include <CLI/CLI.hpp>
+#include <climits>
 #include <cmath>
 #include <cstdint>
 #include <iostream>
 
 #include "engine/backend_select.h"
+#include "engine/checked_input.h"
 #include "engine/config.h"
 #include "engine/memory_plan.h"
 #include "engine/trainer.h"
@@ -17,12 +19,26 @@ namespace {
 using namespace tt;
 
 // Flags named after every config and training field, with the seed workload as defaults.
-// A seed is a decimal integer in [0, 2^63); CLI11 would wrap or clamp out-of-range values.
-int64_t parse_seed(const std::string& text) {
-  const bool digits = !text.empty() && text.size() <= 19 && text.find_first_not_of("0123456789") == std::string::npos;
-  if (!digits || (text.size() == 19 && text > "9223372036854775807"))
-    throw InputError("invalid config: --seed must be an integer in [0, 2^63), got '" + text + "'");
-  return std::stoll(text);
+// Integer flags go through the engine's one integer parser (engine/checked_input.h) before
+// CLI11 converts them: "64.9", "1e2", "0x10" and values beyond the type are refused naming
+// the flag, never truncated or wrapped. Positivity and consistency are left to the configs'
+// validate(), which names the field.
+CLI::Validator integer_in(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) {
+        try {
+          parse_integer(text, lo, hi, "value");
+          return std::string();
+        } catch (const InputError& e) {
+          return std::string(e.what());
+        }
+      },
+      "INT");
+}
+
+CLI::Option* add_int_option(CLI::App* cmd, const std::string& name, int& value, const std::string& help,
+                            int64_t lo = INT_MIN, int64_t hi = INT_MAX) {
+  return cmd->add_option(name, value, help)->check(integer_in(lo, hi))->capture_default_str();
 }
 
 void validate_loss_scaler(const LossScalerConfig& s) {
@@ -38,24 +54,23 @@ void validate_loss_scaler(const LossScalerConfig& s) {
 void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, std::string& pos_embedding,
                      std::string& seed) {
   ModelConfig& m = o.model;
-  cmd->add_option("--vocab-size", m.vocab_size, "vocabulary size")->capture_default_str();
-  cmd->add_option("--d-model", m.d_model, "model width")->capture_default_str();
-  cmd->add_option("--n-head", m.n_head, "attention heads (must divide d-model)")->capture_default_str();
-  cmd->add_option("--n-layer", m.n_layer, "encoder layers")->capture_default_str();
-  cmd->add_option("--d-ff", m.d_ff, "feed-forward width")->capture_default_str();
+  add_int_option(cmd, "--vocab-size", m.vocab_size, "vocabulary size");
+  add_int_option(cmd, "--d-model", m.d_model, "model width");
+  add_int_option(cmd, "--n-head", m.n_head, "attention heads (must divide d-model)");
+  add_int_option(cmd, "--n-layer", m.n_layer, "encoder layers");
+  add_int_option(cmd, "--d-ff", m.d_ff, "feed-forward width");
   cmd->add_option("--activation", activation, "relu | gelu (exact erf)")->capture_default_str();
   cmd->add_option("--norm-first", m.norm_first, "pre-norm (true, adds encoder.norm) or post-norm (false)")
       ->capture_default_str();
   cmd->add_option("--causal", m.causal, "causal attention mask")->capture_default_str();
   cmd->add_option("--pos-embedding", pos_embedding, "none | learned")->capture_default_str();
-  cmd->add_option("--max-seq-len", m.max_seq_len, "rows of the positional table; seq must not exceed it")
-      ->capture_default_str();
+  add_int_option(cmd, "--max-seq-len", m.max_seq_len, "rows of the positional table; seq must not exceed it");
   cmd->add_option("--layer-norm-eps", m.layer_norm_eps, "LayerNorm epsilon")->capture_default_str();
   cmd->add_option("--dropout", m.dropout, "dropout probability in [0, 1)")->capture_default_str();
   RunConfig& r = o.run;
-  cmd->add_option("--batch", r.batch, "sequences per step")->capture_default_str();
-  cmd->add_option("--seq", r.seq, "tokens per sequence")->capture_default_str();
-  cmd->add_option("--steps", r.steps, "optimizer steps")->capture_default_str();
+  add_int_option(cmd, "--batch", r.batch, "sequences per step");
+  add_int_option(cmd, "--seq", r.seq, "tokens per sequence");
+  add_int_option(cmd, "--steps", r.steps, "optimizer steps");
   seed = std::to_string(r.seed);
   cmd->add_option("--seed", seed, "seed for initialisation, data and dropout, in [0, 2^63)")->capture_default_str();
   AdamWConfig& a = o.optimizer;
@@ -64,16 +79,14 @@ void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, st
   cmd->add_option("--beta2", a.beta2, "AdamW beta2")->capture_default_str();
   cmd->add_option("--eps", a.eps, "AdamW epsilon")->capture_default_str();
   cmd->add_option("--weight-decay", a.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
-  cmd->add_option("--log-every", o.log_every, "log every N steps")->capture_default_str();
-  cmd->add_option("--grad-accum", o.grad_accum, "micro-batches per optimizer step (must divide --batch)")
-      ->capture_default_str();
+  add_int_option(cmd, "--log-every", o.log_every, "log every N steps");
+  add_int_option(cmd, "--grad-accum", o.grad_accum, "micro-batches per optimizer step (must divide --batch)");
   LossScalerConfig& s = o.loss_scaler;
   cmd->add_option("--loss-scale-init", s.init_scale, "fp16: initial loss scale")->capture_default_str();
   cmd->add_option("--loss-scale-growth", s.growth_factor, "fp16: scale growth factor")->capture_default_str();
   cmd->add_option("--loss-scale-backoff", s.backoff_factor, "fp16: scale backoff factor on inf/NaN")
       ->capture_default_str();
-  cmd->add_option("--loss-scale-interval", s.growth_interval, "fp16: clean steps before the scale grows")
-      ->capture_default_str();
+  add_int_option(cmd, "--loss-scale-interval", s.growth_interval, "fp16: clean steps before the scale grows");
 }
 
 // Which kind of backend a run would use, and how much memory it may plan for.
@@ -127,7 +140,7 @@ int main(int argc, char** argv) {
   GpuOptions gpu;
   auto add_common = [&](CLI::App* cmd) {
     cmd->add_option("--backend", backend_choice, "auto | cpu | cuda | cuda-emu (the CUDA kernels on the CPU: slow)")->capture_default_str();
-    cmd->add_option("--threads", threads, "CPU threads for the CPU backend (0: all cores)")->capture_default_str();
+    add_int_option(cmd, "--threads", threads, "CPU threads for the CPU backend (0: all cores)", 0, 65536);
     cmd->add_flag("--tf32", gpu.tf32, "CUDA: allow TF32 tensor-core GEMMs (off: exact fp32)");
     cmd->add_option("--recompute", recompute, "none | ffn | layer: activations backward recomputes")
         ->capture_default_str();
@@ -188,7 +201,7 @@ int main(int argc, char** argv) {
     train.cuda_graph = cuda_graph == "on";
     const Precision chosen_precision = parse_precision(precision);
     if (*train_cmd || *plan_cmd) {
-      train.run.seed = parse_seed(seed);
+      train.run.seed = parse_integer(seed, 0, INT64_MAX, "invalid config: --seed");
       train.model.activation = parse_activation(activation);
       train.model.pos_embedding = parse_pos_embedding(pos_embedding);
       train.model.validate();

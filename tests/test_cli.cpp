@@ -127,6 +127,14 @@ TEST(CliTrainConfig, SeedOutOfRange) {
   expect_train_config_error({{"--seed", "18446744073709551616"}}, {"seed"});
 }
 TEST(CliTrainConfig, IntOutOfRange) { expect_train_config_error({{"--batch", "99999999999"}}, {"--batch"}); }
+// Issue 10: integer flags take decimal integers only; nothing is truncated or wrapped.
+TEST(CliTrainConfig, NonIntegerValuesAreRefusedNamingTheFlag) {
+  expect_train_config_error({{"--d-model", "64.9"}}, {"--d-model", "must be an integer", "64.9"});
+  expect_train_config_error({{"--steps", "1e2"}}, {"--steps", "must be an integer", "1e2"});
+  expect_train_config_error({{"--batch", "0x10"}}, {"--batch", "must be an integer", "0x10"});
+  expect_train_config_error({{"--d-model", "4294967328"}}, {"--d-model", "must be an integer", "4294967328"});
+}
+TEST(CliTrainConfig, NegativeThreads) { expect_train_config_error({{"--threads", "-1"}}, {"--threads", "[0, 65536]"}); }
 
 // Precision, memory and loss-scaler flags: a bad value is one line naming the flag.
 TEST(CliTrainConfig, UnknownPrecision) { expect_train_config_error({{"--precision", "fp8"}}, {"precision", "fp8"}); }
