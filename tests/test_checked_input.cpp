@@ -12,6 +12,7 @@
 
 #include "engine/config.h"
 #include "engine/param_layout.h"
+#include "tests/test_models.h"
 
 namespace tt {
 namespace {
@@ -180,12 +181,7 @@ TEST(ConfigParameterCount, EqualsTheLayoutTotal) {
   for (bool norm_first : {false, true})
     for (PosEmbedding pos : {PosEmbedding::None, PosEmbedding::Learned})
       for (int n_layer : {1, 3}) {
-        ModelConfig c;
-        c.vocab_size = 37;
-        c.d_model = 30;
-        c.n_head = 5;
-        c.d_ff = 52;
-        c.max_seq_len = 13;
+        ModelConfig c = test::small_model(/*max_seq_len=*/13, /*dropout=*/0.0f);
         c.n_layer = n_layer;
         c.norm_first = norm_first;
         c.pos_embedding = pos;
