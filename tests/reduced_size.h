@@ -1,4 +1,4 @@
-// The few tests that take minutes under AddressSanitizer run at a reduced size there:
+// The few tests that are slowest under the sanitizers run at a reduced size there:
 // scripts/test_sanitizers.sh sets TINYTRAIN_TEST_REDUCED, and its header lists which tests
 // shrink and how (each one's comment says why its check still holds).
 #pragma once
