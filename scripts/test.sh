@@ -6,8 +6,10 @@
 #      the SIMT emulator (docs/emulation.md), each test in two schedules (the op tests in
 #      three); then the mutants
 #      (simt/mutants.txt), which the emulated suite must catch;
-#   3. the emulated CUDA suite again, built with AddressSanitizer and UndefinedBehaviorSanitizer
-#      (build-asan/, scripts/test_sanitizers.sh); skipped with --no-sanitizers.
+#   3. the CPU suite (without PyTorch parity) and the emulated CUDA suite again, built with
+#      clang's AddressSanitizer and UndefinedBehaviorSanitizer (build-asan/,
+#      scripts/test_sanitizers.sh, whose header says which tests it leaves out or runs at a
+#      reduced size); skipped with --no-sanitizers.
 # The last line adds them up: "tests: N passed, N failed, N skipped".
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -32,7 +34,7 @@ run_group "CUDA backend (on the GPU if one works, else on the SIMT emulator), sc
 run_group "mutants of the CUDA kernels, caught by the emulated suite" -L mutants
 cd ..
 if [ "$sanitizers" = 1 ]; then
-  echo "== the emulated CUDA suite under AddressSanitizer and UndefinedBehaviorSanitizer"
+  echo "== the CPU and emulated CUDA suites under AddressSanitizer and UndefinedBehaviorSanitizer (clang)"
   scripts/test_sanitizers.sh 2>&1 | tee -a "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
 fi

@@ -8,7 +8,17 @@
 #include <cstdio>
 #include <cstdlib>
 
-#ifdef __SANITIZE_ADDRESS__
+// Under AddressSanitizer: GCC says so with __SANITIZE_ADDRESS__, clang with
+// __has_feature(address_sanitizer) only.
+#if defined(__SANITIZE_ADDRESS__)
+#define SIMT_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define SIMT_ASAN 1
+#endif
+#endif
+
+#ifdef SIMT_ASAN
 #include <sanitizer/asan_interface.h>
 #include <sanitizer/common_interface_defs.h>
 #endif
@@ -17,14 +27,14 @@ namespace simt {
 
 namespace {
 
-#ifdef __SANITIZE_ADDRESS__
+#ifdef SIMT_ASAN
 // The context being left by the switch in progress: its stack's extent is filled in when the
 // switch lands (the OS thread's stack is known only then).
 Context* g_leaving = nullptr;
 #endif
 
 void before_switch(Context& from, Context& to) {
-#ifdef __SANITIZE_ADDRESS__
+#ifdef SIMT_ASAN
   g_leaving = &from;
   __sanitizer_start_switch_fiber(nullptr, to.stack_bottom, to.stack_size);
 #else
@@ -36,7 +46,7 @@ void before_switch(Context& from, Context& to) {
 // A fiber restarted after a fault was abandoned mid-frame: its stack's red zones are still
 // marked, and would be reported when new frames land on them.
 void forget_stack(char* bottom, size_t bytes) {
-#ifdef __SANITIZE_ADDRESS__
+#ifdef SIMT_ASAN
   ASAN_UNPOISON_MEMORY_REGION(bottom, bytes);
 #else
   (void)bottom;
@@ -45,14 +55,14 @@ void forget_stack(char* bottom, size_t bytes) {
 }
 
 void after_switch() {
-#ifdef __SANITIZE_ADDRESS__
+#ifdef SIMT_ASAN
   __sanitizer_finish_switch_fiber(nullptr, &g_leaving->stack_bottom, &g_leaving->stack_size);
 #endif
 }
 
 // Kernel threads keep a few arrays and a short call chain; AddressSanitizer's red zones
 // multiply stack use. Pages are only committed when touched.
-#ifdef __SANITIZE_ADDRESS__
+#ifdef SIMT_ASAN
 constexpr size_t kStackBytes = size_t{1} << 20;
 #else
 constexpr size_t kStackBytes = size_t{256} << 10;

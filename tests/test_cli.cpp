@@ -34,7 +34,8 @@ const Flags kSmallModel = {{"--vocab-size", "64"}, {"--d-model", "32"}, {"--n-he
 std::vector<std::string> train_args(const Flags& overrides) {
   Flags flags = kSmallModel;
   for (const auto& [flag, value] : overrides) {
-    auto it = std::find_if(flags.begin(), flags.end(), [&](const auto& f) { return f.first == flag; });
+    const std::string& name = flag;  // C++17 lambdas cannot capture a structured binding (clang refuses)
+    auto it = std::find_if(flags.begin(), flags.end(), [&](const auto& f) { return f.first == name; });
     if (it != flags.end())
       it->second = value;
     else
