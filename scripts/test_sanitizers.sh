@@ -8,7 +8,10 @@
 # libomp-dev). Runs, in one ctest pool:
 #   - the CPU suite: the GoogleTest suites, verify_cpu* on the committed references, the CLI;
 #   - the emulated CUDA suite in the random schedule (and reverse for the op tests; the plain
-#     build runs forward too), the verify_cuda_emu* references, and the emulator's own tests.
+#     build runs forward too), the verify_cuda_emu* references, and the emulator's own tests;
+#   - the replay of the fuzz corpus, through the libFuzzer builds of tests/fuzz/ (TINYTRAIN_FUZZ).
+# Then each fuzz target fuzzes for 30 s (scripts/run_fuzz.sh, docs/hostile-input.md): a fixed
+# time, so this stage cannot make CI run long; what it finds fails it.
 # Left out:
 #   - CudaTraining.*: seed-size training on the emulator, about 13 s a step here; their kernels
 #     and shapes are the op and memory tests' (which run here) at a larger size, and their
@@ -33,10 +36,13 @@ if [ -f build-asan/CMakeCache.txt ] && ! grep -q '^CMAKE_CXX_COMPILER:.*clang++$
   rm -rf build-asan
 fi
 cmake -S . -B build-asan -G Ninja -DCMAKE_CXX_COMPILER=clang++ -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DTINYTRAIN_CUDA=OFF -DTINYTRAIN_SANITIZE=ON >/dev/null
+  -DTINYTRAIN_CUDA=OFF -DTINYTRAIN_SANITIZE=ON -DTINYTRAIN_FUZZ=ON >/dev/null
 cmake --build build-asan -j "$(nproc)"
 cd build-asan
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export TINYTRAIN_TEST_REDUCED=1
 ctest --output-on-failure -j "$(nproc)" -LE mutants -E '^forward\.|CudaTraining|^pytorch_parity\.'
+cd ..
+echo "== bounded fuzzing of the readers of untrusted files (30 s per target)"
+scripts/run_fuzz.sh build-asan 30
