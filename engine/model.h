@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/arena.h"
+#include "kernels/arena.h"
 #include "engine/config.h"
 #include "engine/param_layout.h"
 #include "kernels/backend.h"

@@ -5,7 +5,7 @@
 #include <vector>
 
 #include "engine/config.h"
-#include "engine/tensor.h"
+#include "kernels/tensor.h"
 
 namespace tt {
 

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/tensor.h"
+#include "kernels/tensor.h"
 
 namespace tt {
 

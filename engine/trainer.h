@@ -5,7 +5,7 @@
 #include <ostream>
 #include <vector>
 
-#include "engine/arena.h"
+#include "kernels/arena.h"
 #include "engine/config.h"
 #include "engine/model.h"
 #include "optim/adamw.h"

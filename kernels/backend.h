@@ -17,7 +17,7 @@
 #include <cstdint>
 #include <string>
 
-#include "engine/tensor.h"
+#include "kernels/tensor.h"
 #include "kernels/common/adamw_update.h"
 #include "kernels/common/loss_scaler.h"
 #include "kernels/common/philox.h"

@@ -11,12 +11,12 @@ ArenaPlan AdamW::plan_state(int64_t n) {
   return plan;
 }
 
-AdamW::AdamW(Backend& backend, const AdamWConfig& config, int64_t num_params)
-    : backend_(backend), config_(config), state_(backend, plan_state(num_params)) {}
+AdamW::AdamW(Backend& backend, const AdamWHyper& hyper, int64_t num_params)
+    : backend_(backend), hyper_(hyper), state_(backend, plan_state(num_params)) {}
 
 void AdamW::step(Tensor params, Tensor grads, const LossScalerState& scaler) {
   backend_.adamw_step(params, grads, state_.get("exp_avg"), state_.get("exp_avg_sq"), state_.get("step_count"),
-                      config_, scaler);
+                      hyper_, scaler);
 }
 
 }  // namespace tt

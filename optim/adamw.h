@@ -3,15 +3,15 @@
 #pragma once
 #include <cstdint>
 
-#include "engine/arena.h"
-#include "engine/config.h"
+#include "kernels/arena.h"
 #include "kernels/backend.h"
 
 namespace tt {
 
 class AdamW {
  public:
-  AdamW(Backend& backend, const AdamWConfig& config, int64_t num_params);
+  // hyper: validated by the caller (AdamWConfig::validate in engine/config.h).
+  AdamW(Backend& backend, const AdamWHyper& hyper, int64_t num_params);
   static ArenaPlan plan_state(int64_t num_params);  // exp_avg, exp_avg_sq, step_count
 
   // params (P), grads (P) scaled by the loss scaler's scale: one update, or none when the
@@ -21,7 +21,7 @@ class AdamW {
 
  private:
   Backend& backend_;
-  AdamWConfig config_;
+  AdamWHyper hyper_;
   Arena state_;  // exp_avg (P), exp_avg_sq (P), step_count (1): all in backend memory
 };
 

@@ -9,7 +9,7 @@
 #pragma once
 #include <cstdint>
 
-#include "engine/arena.h"
+#include "kernels/arena.h"
 #include "kernels/backend.h"
 
 namespace tt {

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/tensor.h"
+#include "kernels/tensor.h"
 #include "kernels/common/half.h"
 
 namespace tt::test {

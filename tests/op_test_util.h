@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/tensor.h"
+#include "kernels/tensor.h"
 #include "kernels/backend.h"
 #include "kernels/common/philox.h"
 

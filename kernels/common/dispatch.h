@@ -5,7 +5,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/tensor.h"
+#include "kernels/tensor.h"
 #include "kernels/common/half.h"
 
 namespace tt {

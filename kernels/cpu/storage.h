@@ -4,7 +4,7 @@
 #include <initializer_list>
 #include <vector>
 
-#include "engine/tensor.h"
+#include "kernels/tensor.h"
 #include "kernels/common/dispatch.h"
 
 namespace tt {

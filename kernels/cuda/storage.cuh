@@ -17,7 +17,7 @@
 #include <stdexcept>
 #include <string>
 
-#include "engine/tensor.h"
+#include "kernels/tensor.h"
 #include "kernels/common/dispatch.h"  // dispatch_storage
 #include "kernels/common/half.h"
 

@@ -23,7 +23,7 @@
 #include <memory>
 #include <string>
 
-#include "engine/tensor.h"
+#include "kernels/tensor.h"
 #include "kernels/backend.h"
 
 namespace tt {

@@ -1,5 +1,5 @@
 // Planned single-allocation tensor storage.
-#include "engine/arena.h"
+#include "kernels/arena.h"
 
 #include <stdexcept>
 

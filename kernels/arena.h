@@ -5,7 +5,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/tensor.h"
+#include "kernels/tensor.h"
 #include "kernels/backend.h"
 
 namespace tt {

@@ -1,5 +1,5 @@
 // Shape and dtype helpers for tensor views.
-#include "engine/tensor.h"
+#include "kernels/tensor.h"
 
 #include "kernels/common/half.h"
 
