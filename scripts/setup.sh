@@ -9,7 +9,8 @@ cd "$(dirname "$0")/.."
 # clang, its sanitizer runtimes (only recommended by clang's packages, which apt skips here)
 # and its OpenMP runtime: the sanitizer build, scripts/test_sanitizers.sh.
 packages=(cmake ninja-build g++ libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev
-          libgtest-dev googletest python3-torch clang libclang-rt-14-dev libomp-dev)
+          libgtest-dev googletest python3-torch clang libclang-rt-14-dev libomp-dev
+          libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
