@@ -12,6 +12,7 @@
 #include "engine/memory_plan.h"
 #include "engine/trainer.h"
 #include "engine/verify.h"
+#include "parallel/communicator.h"
 #include "kernels/device_query.h"
 
 namespace {
@@ -113,9 +114,9 @@ Placement place(const std::string& backend_choice, const std::string& device_mem
 }
 
 // --attention cudnn on a backend without cuDNN: one line, and its own attention runs.
-void note_attention_without_cuda(const Backend& backend, const std::string& attention) {
+void note_attention_without_cuda(const Backend& backend, const std::string& attention, std::ostream& out) {
   if (attention == "cudnn" && backend.name() != "cuda")
-    std::cout << "attention: the " << backend.name() << " backend has no cuDNN; tinytrain's attention kernel runs"
+    out << "attention: the " << backend.name() << " backend has no cuDNN; tinytrain's attention kernel runs"
               << std::endl;
 }
 
@@ -218,13 +219,19 @@ int main(int argc, char** argv) {
       // The plan is checked before the backend exists, against the memory free right now.
       if (plan_training(train, where.kind).device_bytes() > where.available)
         throw InputError(out_of_memory_message(train, where.kind, where.available, ""));
-      auto backend = select_backend(backend_choice, gpu, std::cout);
-      note_attention_without_cuda(*backend, attention);
-      run_training(*backend, train, std::cout);
+      // Ranks (mpirun) before the backend: only rank 0 prints, its notes included.
+      const std::unique_ptr<Communicator> comm = make_communicator(where.kind);
+      check_world_size(train.run.batch, comm->world_size());
+      check_grad_accum(train.run.batch / comm->world_size(), train.grad_accum);
+      std::ostream null_out(nullptr);
+      std::ostream& out = comm->rank() == 0 ? std::cout : null_out;
+      auto backend = select_backend(backend_choice, gpu, out);
+      note_attention_without_cuda(*backend, attention, out);
+      run_training(*backend, train, out, comm.get());
       return 0;
     }
     auto backend = select_backend(backend_choice, gpu, std::cout);
-    note_attention_without_cuda(*backend, attention);
+    note_attention_without_cuda(*backend, attention, std::cout);
     return run_verify(*backend, reference, std::cout, chosen_precision) ? 0 : 1;
   } catch (const InputError& e) {
     std::cerr << "error: " << e.what() << std::endl;

@@ -21,6 +21,22 @@ void check_grad_accum(int batch, int grad_accum) {
                      ") must be positive and divide --batch (" + std::to_string(batch) + ")");
 }
 
+void check_world_size(int batch, int world_size) {
+  if (batch % world_size != 0)
+    throw InputError("invalid config: --batch (" + std::to_string(batch) + ") must be divisible by the " +
+                     std::to_string(world_size) + " ranks: each rank takes batch / ranks rows");
+}
+
+namespace {
+
+// The rows of one rank: its share of the global batch (checked first, as it sizes everything).
+int rows_per_rank(int B, const Communicator& comm) {
+  check_world_size(B, comm.world_size());
+  return B / comm.world_size();
+}
+
+}  // namespace
+
 ArenaPlan Trainer::plan_batch(int B, int T) {
   ArenaPlan plan;
   plan.add("x", DType::I32, {B, T});
@@ -32,18 +48,29 @@ ArenaPlan Trainer::plan_batch(int B, int T) {
 
 Trainer::Trainer(Backend& backend, const ModelConfig& model, const AdamWConfig& optimizer, int B, int T,
                  uint64_t seed, Precision precision, const LossScalerConfig& scaler, Recompute recompute,
-                 int grad_accum)
+                 int grad_accum, Communicator* comm)
     : backend_(backend),
-      // (grad_accum is checked first: B / grad_accum sizes everything the model plans)
-      model_((check_grad_accum(B, grad_accum), backend), model, B / grad_accum, T, activation_dtype(precision),
-             recompute),
+      own_comm_(comm ? nullptr : make_single_rank_communicator()),
+      comm_(comm ? comm : own_comm_.get()),
+      // (the world size and grad_accum are checked first: B / W / grad_accum sizes everything
+      // the model plans)
+      model_((check_grad_accum(rows_per_rank(B, *comm_), grad_accum), backend), model,
+             rows_per_rank(B, *comm_) / grad_accum, T, activation_dtype(precision), recompute),
       optimizer_(backend, optimizer, model_.layout().total()),
       scaler_(backend, scaler),
-      batch_(backend, plan_batch(B, T)),
+      batch_(backend, plan_batch(rows_per_rank(B, *comm_), T)),
       seed_(seed),
-      B_(B),
+      global_B_(B),
+      B_(rows_per_rank(B, *comm_)),
       T_(T),
-      grad_accum_(grad_accum) {}
+      first_row_(comm_->rank() * rows_per_rank(B, *comm_)),
+      grad_accum_(grad_accum) {
+  // Gradients are summed across ranks in host memory: the CPU backend's. The CUDA backend's
+  // ranks need NCCL (parallel/README.md: not built yet).
+  if (comm_->world_size() > 1 && backend.name() != "cpu")
+    throw InputError(std::string("data parallelism on the ") + backend.name() +
+                     " backend needs NCCL, which is not built yet: run several ranks with --backend cpu");
+}
 
 void Trainer::load_params(const float* host) {
   backend_.copy_to_device(model_.params().data, host, model_.params().bytes());
@@ -53,8 +80,10 @@ void Trainer::load_params(const float* host) {
 void Trainer::load_batch(const int32_t* x, const int32_t* y, uint32_t step) {
   const int64_t n = static_cast<int64_t>(B_) * T_;
   const int vocab = model_.config().vocab_size;
-  check_token_ids(x, n, vocab, "input batch");
-  check_token_ids(y, n, vocab, "target batch");
+  check_token_ids(x, static_cast<int64_t>(global_B_) * T_, vocab, "input batch");
+  check_token_ids(y, static_cast<int64_t>(global_B_) * T_, vocab, "target batch");
+  x += static_cast<int64_t>(first_row_) * T_;  // this rank's rows
+  y += static_cast<int64_t>(first_row_) * T_;
   // x, y and step are consecutive in the batch arena (plan_batch): one host image of them, one
   // copy. The CUDA backend stages copies through one pinned buffer, each waiting for the one
   // before; with a single copy per step, staging the next batch waits only for the previous
@@ -70,7 +99,8 @@ void Trainer::load_batch(const int32_t* x, const int32_t* y, uint32_t step) {
 }
 
 DropoutContext Trainer::dropout_context(int micro_batch) const {
-  return DropoutContext{seed_, static_cast<const uint32_t*>(batch_.get("step").data), micro_batch * (B_ / grad_accum_)};
+  return DropoutContext{seed_, static_cast<const uint32_t*>(batch_.get("step").data),
+                        first_row_ + micro_batch * (B_ / grad_accum_)};
 }
 
 // Sequences [m B/K, (m+1) B/K) of a (B,T) batch tensor: contiguous rows.
@@ -85,12 +115,20 @@ void Trainer::forward() { model_.forward(micro_batch_rows("x", 0), dropout_conte
 
 void Trainer::forward_backward() {
   backend_.fill_zero(model_.grads());
-  const int64_t batch_tokens = static_cast<int64_t>(B_) * T_;
+  const int64_t batch_tokens = static_cast<int64_t>(global_B_) * T_;
   for (int m = 0; m < grad_accum_; ++m) {
     const Tensor x = micro_batch_rows("x", m);
     model_.forward(x, dropout_context(m));
     model_.backward(x, micro_batch_rows("y", m), micro_batch_rows("losses", m), scaler_.scale(), batch_tokens,
                     dropout_context(m));
+  }
+  if (comm_->world_size() > 1) {
+    // The sum over ranks of each rank's rows' gradients: the global batch's. The gradient
+    // check after it (inf/NaN, norm) then sees the same numbers on every rank, so every rank
+    // takes the same skip decision and the same step.
+    const Tensor grads = model_.grads();
+    backend_.synchronize();
+    comm_->all_reduce_sum(grads.data, grads.numel(), DType::F32);
   }
 }
 
@@ -125,18 +163,25 @@ double Trainer::read_loss() {
   backend_.copy_to_host(host.data(), losses.data, losses.bytes());
   double sum = 0.0;
   for (float l : host) sum += l;
-  return sum / static_cast<double>(host.size());
+  if (comm_->world_size() > 1) {
+    float total = static_cast<float>(sum);  // the ranks' sums added in float: ~1e-7 of the loss
+    comm_->all_reduce_sum(&total, 1, DType::F32);
+    sum = total;
+  }
+  return sum / (static_cast<double>(global_B_) * T_);
 }
 
-void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
+void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_log, Communicator* comm) {
   const int B = o.run.batch, T = o.run.seq;
+  std::ostream null_log(nullptr);  // discards: ranks other than 0 train silently
+  std::ostream& log = comm == nullptr || comm->rank() == 0 ? rank0_log : null_log;
   const LossScalerConfig scaler = loss_scaler_for(o.precision, o.loss_scaler);
   // The plan was checked against the free memory before; an allocation can still fail (other
   // processes, fragmentation): say so with the plan's numbers, before the first step.
   std::unique_ptr<Trainer> owned;
   try {
     owned = std::make_unique<Trainer>(backend, o.model, o.optimizer, B, T, o.run.seed, o.precision, scaler,
-                                      o.recompute, o.grad_accum);
+                                      o.recompute, o.grad_accum, comm);
   } catch (const std::runtime_error& e) {
     throw InputError(out_of_memory_message(o, backend.name(), available_memory(backend.name()), e.what()));
   }
@@ -196,8 +241,9 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& log) {
     const size_t n = window_ms_per_step.size();
     const double ms = n % 2 ? window_ms_per_step[n / 2] : 0.5 * (window_ms_per_step[n / 2 - 1] + window_ms_per_step[n / 2]);
     char line[160];
-    std::snprintf(line, sizeof(line), "done: %d steps | %.1f tokens/s | %.2f ms/step", o.run.steps,
-                  1e3 * B * T / ms, ms);
+    std::snprintf(line, sizeof(line), "done: %d steps | %.1f tokens/s | %.2f ms/step%s", o.run.steps,
+                  1e3 * B * T / ms, ms,
+                  trainer.world_size() > 1 ? (" | " + std::to_string(trainer.world_size()) + " ranks").c_str() : "");
     log << line << std::endl;
   }
 }

@@ -2,6 +2,7 @@
 // model, the optimizer and the device-side token buffers, and reads the loss only when asked.
 #pragma once
 #include <cstdint>
+#include <memory>
 #include <ostream>
 #include <vector>
 
@@ -10,16 +11,20 @@
 #include "engine/model.h"
 #include "optim/adamw.h"
 #include "optim/loss_scaler.h"
+#include "parallel/communicator.h"
 
 namespace tt {
 
 class Trainer {
  public:
-  // B is the batch of one optimizer step; with grad_accum K it runs as K micro-batches of
-  // B/K sequences (K must divide B), and activations are planned for B/K.
+  // B is the global batch of one optimizer step. With a communicator of W ranks (nullptr:
+  // one rank), this rank takes rows [rank B/W, (rank+1) B/W) (W must divide B); with
+  // grad_accum K it runs them as K micro-batches (K must divide B/W), and activations are
+  // planned for B/(W K) rows. Every row keeps its global index: its tokens and dropout
+  // masks are those of the single-process run.
   Trainer(Backend& backend, const ModelConfig& model, const AdamWConfig& optimizer, int B, int T, uint64_t seed,
           Precision precision = Precision::FP32, const LossScalerConfig& scaler = LossScalerConfig{},
-          Recompute recompute = Recompute::None, int grad_accum = 1);
+          Recompute recompute = Recompute::None, int grad_accum = 1, Communicator* comm = nullptr);
 
   // What the trainer's own arena holds (x, y, step, losses), before anything is allocated.
   static ArenaPlan plan_batch(int B, int T);
@@ -30,14 +35,15 @@ class Trainer {
 
   // Host parameters in ParamLayout order -> the backend's master weights (and working weights).
   void load_params(const float* host);
-  // x, y (B*T each) host token ids, checked against the vocabulary, and the training step
-  // whose dropout masks the next passes use: copied in together.
+  // x, y (B*T each, the global batch) host token ids, checked against the vocabulary, and the
+  // training step whose dropout masks the next passes use: this rank's rows copied in together.
   void load_batch(const int32_t* x, const int32_t* y, uint32_t step);
   // Forward only, on the loaded batch (its first micro-batch): fills model().logits().
   void forward();
   // Zeroes the gradients, then forward and backward of every micro-batch of the loaded batch:
-  // each micro-batch's loss gradient is divided by the tokens of the whole batch, so the
-  // gradients sum to those of the whole batch's mean loss.
+  // each micro-batch's loss gradient is divided by the tokens of the whole global batch, so
+  // the gradients sum to those of its mean loss. With several ranks, the gradients are then
+  // summed across ranks (one all-reduce of the flat buffer), so every rank holds them all.
   void forward_backward();
   // Gradient check (global norm, inf/NaN), AdamW (skipped on inf/NaN), loss-scaler update,
   // working weights refreshed from the masters: all enqueued on the backend.
@@ -47,21 +53,28 @@ class Trainer {
   // anything else created on first use), the second captures the step as one graph and
   // replays it, and later calls only replay: no host work per op, no sync inside the step.
   void train_step(bool use_graph);
-  // Mean cross-entropy of the last forward_backward over all micro-batches; waits for the backend.
+  // Mean cross-entropy of the last forward_backward over the global batch; waits for the backend.
   double read_loss();
+  int rank() const { return comm_->rank(); }
+  int world_size() const { return comm_->world_size(); }
 
  private:
   DropoutContext dropout_context(int micro_batch) const;
   Tensor micro_batch_rows(const char* name, int micro_batch) const;  // rows of x, y or losses
 
   Backend& backend_;
+  // (declared before model_: the rows each rank plans for come from the communicator)
+  std::unique_ptr<Communicator> own_comm_;  // the one-rank communicator when none was given
+  Communicator* comm_;
   Model model_;
   AdamW optimizer_;
   LossScaler scaler_;
   Arena batch_;  // x (B,T), y (B,T) int32 token ids; step (1): the training step; losses (B,T) F32
   std::vector<char> batch_image_;  // x, y and step laid out as in batch_, for one copy per step
   uint64_t seed_;
-  int B_, T_;
+  int global_B_;  // rows of the global batch
+  int B_, T_;     // B_: this rank's rows, global rows [first_row_, first_row_ + B_)
+  int first_row_;
   int grad_accum_;  // micro-batches per optimizer step
   int steps_run_ = 0;      // train_step calls so far
   bool graph_ready_ = false;
@@ -69,6 +82,8 @@ class Trainer {
 
 // Throws InputError unless grad_accum is positive and divides the batch.
 void check_grad_accum(int batch, int grad_accum);
+// Throws InputError unless the world size divides the global batch.
+void check_world_size(int batch, int world_size);
 
 struct TrainOptions {
   ModelConfig model;
@@ -82,7 +97,9 @@ struct TrainOptions {
   LossScalerConfig loss_scaler;  // .dynamic is set from the precision (fp16 only)
 };
 
-// The `tinytrain train` loop on random tokens: logs "step | loss | alloc" and the speed.
-void run_training(Backend& backend, const TrainOptions& options, std::ostream& log);
+// The `tinytrain train` loop on random tokens: logs "step | loss | alloc" and the speed. With a
+// communicator of several ranks, each trains its rows of every global batch and only rank 0
+// logs (the speed line adds the world size; tokens/s counts the global batch).
+void run_training(Backend& backend, const TrainOptions& options, std::ostream& log, Communicator* comm = nullptr);
 
 }  // namespace tt

@@ -40,4 +40,14 @@ class Communicator {
 // One rank, no transport: what a run without a launcher uses.
 std::unique_ptr<Communicator> make_single_rank_communicator();
 
+// True when this process was started by an MPI launcher (mpirun, mpiexec, srun with PMI/PMIx).
+bool launched_by_mpi();
+
+// The communicator for a run on the backend named `backend` ("cpu", "cuda"), from how the
+// process was launched: MPI ranks under mpirun (CPU backend); one rank without a launcher.
+// Throws std::runtime_error, one line, for a launch it cannot serve: torchrun-style
+// variables (WORLD_SIZE > 1) without mpirun on the CPU, several ranks on the CUDA backend
+// (NCCL: not built yet), mpirun with a build that has no MPI.
+std::unique_ptr<Communicator> make_communicator(const std::string& backend);
+
 }  // namespace tt

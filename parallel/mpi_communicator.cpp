@@ -103,12 +103,6 @@ class MpiCommunicator final : public Communicator {
 
 }  // namespace
 
-bool launched_by_mpi() {
-  for (const char* var : {"OMPI_COMM_WORLD_SIZE", "PMI_SIZE", "PMIX_RANK"})
-    if (std::getenv(var) != nullptr) return true;
-  return false;
-}
-
 std::unique_ptr<Communicator> make_mpi_communicator() { return std::make_unique<MpiCommunicator>(); }
 
 }  // namespace tt

@@ -8,9 +8,6 @@
 
 namespace tt {
 
-// True when this process was started by an MPI launcher (mpirun, mpiexec, srun with PMI/PMIx).
-bool launched_by_mpi();
-
 // Initialises MPI on first use (finalised at exit) and returns MPI_COMM_WORLD as a
 // Communicator. Sums support F32 and I32. Throws std::runtime_error with MPI's message when a
 // call fails (MPI_ERRORS_RETURN, not MPI's default abort).

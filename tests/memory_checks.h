@@ -87,6 +87,7 @@ struct RunOptions {
   uint64_t seed = 21;
   bool train_step = false;  // Trainer::train_step(use_graph) instead of forward_backward + optimizer_step
   bool use_graph = false;
+  Communicator* comm = nullptr;  // ranks sharing the batch (tests/mpi); nullptr: one rank
 };
 
 struct RunResult {
@@ -108,7 +109,7 @@ inline RunResult run_steps(Backend& backend, const MemoryCase& mc, const RunOpti
   AdamWConfig opt;
   opt.lr = o.lr;
   Trainer trainer(backend, mc.config, opt, o.B, mc.T, o.seed, o.precision, loss_scaler_for(o.precision), o.recompute,
-                  o.grad_accum);
+                  o.grad_accum, o.comm);
   trainer.load_params(init_params(trainer.model().layout(), o.seed).data());
   std::vector<int32_t> x(static_cast<size_t>(o.B) * mc.T), y(x.size());
   RunResult r;
@@ -296,6 +297,45 @@ inline double relative_l2(const float* a, const float* b, int64_t n) {
   return den > 0.0 ? std::sqrt(num / den) : (num > 0.0 ? INFINITY : 0.0);
 }
 
+// `other` (the same training split another way: micro-batches, ranks) against `single`
+// with the tolerances of accumulation_tolerances: the first step's gradients, the losses,
+// and the final parameters (fp32) or each tensor's update (16-bit). `where` names the
+// variant in the worst-case stats.
+inline void expect_same_training(const ParamLayout& layout, const std::vector<float>& init, const RunResult& single,
+                                 const RunResult& other, const AccumulationTolerances& tol, const RunOptions& o,
+                                 const std::string& where, AccumulationStats& stats) {
+  EXPECT_EQ(other.scaler.skipped_steps, 0);
+  const TensorError e = worst_relative_error(layout, other.first_grads, single.first_grads);
+  EXPECT_LE(e.rel, tol.grad_rel) << "worst tensor " << e.name;
+  if (e.rel >= stats.worst_grad_rel) {
+    stats.worst_grad_rel = e.rel;
+    stats.worst_grad_where = where + " " + e.name;
+  }
+  const size_t loss_steps = o.precision == Precision::FP32 ? single.losses.size() : 1;
+  for (size_t s = 0; s < loss_steps; ++s) {
+    const double rel = std::fabs(other.losses[s] - single.losses[s]) / std::fabs(single.losses[s]);
+    EXPECT_LE(rel, tol.loss_rel) << "step " << s << ": " << other.losses[s] << " vs " << single.losses[s];
+    stats.worst_loss_rel = std::max(stats.worst_loss_rel, rel);
+  }
+  if (tol.param_abs > 0.0) {
+    const double dp = max_abs_difference(other.params, single.params);
+    EXPECT_LE(dp, tol.param_abs);
+    stats.worst_param = std::max(stats.worst_param, dp / (o.lr * o.steps));
+  }
+  if (tol.update_l2 > 0.0) {
+    std::vector<float> ours(init.size()), theirs(init.size());
+    for (size_t i = 0; i < init.size(); ++i) {
+      ours[i] = other.params[i] - init[i];
+      theirs[i] = single.params[i] - init[i];
+    }
+    for (const ParamInfo& pi : layout.params()) {
+      const double rel = relative_l2(ours.data() + pi.offset, theirs.data() + pi.offset, pi.shape.numel());
+      EXPECT_LT(rel, tol.update_l2) << pi.name << " update (1: it did not move)";
+      stats.worst_param = std::max(stats.worst_param, rel);
+    }
+  }
+}
+
 // B = 8 as 1 x 8, 2 x 4, 4 x 2 and 8 x 1 micro-batches (grad_accum 1, 2, 4, 8), every case,
 // dropout `p`, `precision`, 3 steps: checked against the single batch with
 // accumulation_tolerances. At reduced size (tests/reduced_size.h: under the sanitizers each
@@ -322,36 +362,7 @@ inline void check_accumulation(Backend& backend, float p, Precision precision, A
                    ", grad_accum " + std::to_string(K));
       o.grad_accum = K;
       const RunResult acc = run_steps(backend, mc, o);
-      EXPECT_EQ(acc.scaler.skipped_steps, 0);
-      const TensorError e = worst_relative_error(layout, acc.first_grads, single.first_grads);
-      EXPECT_LE(e.rel, tol.grad_rel) << "worst tensor " << e.name;
-      if (e.rel >= stats.worst_grad_rel) {
-        stats.worst_grad_rel = e.rel;
-        stats.worst_grad_where = std::string(mc.name) + " K=" + std::to_string(K) + " " + e.name;
-      }
-      const size_t loss_steps = precision == Precision::FP32 ? single.losses.size() : 1;
-      for (size_t s = 0; s < loss_steps; ++s) {
-        const double rel = std::fabs(acc.losses[s] - single.losses[s]) / std::fabs(single.losses[s]);
-        EXPECT_LE(rel, tol.loss_rel) << "step " << s << ": " << acc.losses[s] << " vs " << single.losses[s];
-        stats.worst_loss_rel = std::max(stats.worst_loss_rel, rel);
-      }
-      if (tol.param_abs > 0.0) {
-        const double dp = max_abs_difference(acc.params, single.params);
-        EXPECT_LE(dp, tol.param_abs);
-        stats.worst_param = std::max(stats.worst_param, dp / (o.lr * o.steps));
-      }
-      if (tol.update_l2 > 0.0) {
-        std::vector<float> ours(init.size()), theirs(init.size());
-        for (size_t i = 0; i < init.size(); ++i) {
-          ours[i] = acc.params[i] - init[i];
-          theirs[i] = single.params[i] - init[i];
-        }
-        for (const ParamInfo& pi : layout.params()) {
-          const double rel = relative_l2(ours.data() + pi.offset, theirs.data() + pi.offset, pi.shape.numel());
-          EXPECT_LT(rel, tol.update_l2) << pi.name << " update (1: it did not move)";
-          stats.worst_param = std::max(stats.worst_param, rel);
-        }
-      }
+      expect_same_training(layout, init, single, acc, tol, o, std::string(mc.name) + " K=" + std::to_string(K), stats);
     }
   }
 }
