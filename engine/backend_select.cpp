@@ -9,6 +9,8 @@
 #include "kernels/cuda_options.h"
 #include "kernels/device_query.h"
 #ifdef TINYTRAIN_HAVE_CUDA
+#include <cuda_runtime.h>
+
 #include "kernels/cuda/cuda_backend.h"
 #endif
 #ifdef TINYTRAIN_HAVE_SIMT
@@ -24,7 +26,26 @@ namespace {
   CudaOptions options;
   options.tf32 = gpu.tf32;
   options.cudnn_attention = gpu.cudnn_attention;
+  options.device = gpu.device;
   return options;
+}
+
+// A rank's GPU comes from its LOCAL_RANK: more ranks on a node than it has GPUs is a launch
+// error, said in one line, and never a silent fallback to the CPU or to a shared GPU. Without
+// a usable CUDA driver there is nothing to check: the usual no-GPU path explains that.
+void check_device_exists(const GpuOptions& gpu) {
+#ifdef TINYTRAIN_HAVE_CUDA
+  int count = 0;
+  if (cudaGetDeviceCount(&count) != cudaSuccess) {
+    cudaGetLastError();  // clear the error for the queries that follow
+    return;
+  }
+  if (count > 0 && (gpu.device < 0 || gpu.device >= count))
+    throw InputError("LOCAL_RANK " + std::to_string(gpu.device) + " picks GPU " + std::to_string(gpu.device) +
+                     ", but this machine has " + std::to_string(count) + " GPU(s)");
+#else
+  (void)gpu;
+#endif
 }
 
 // The CUDA backend's own code on the SIMT emulator, with one line saying so.
@@ -43,7 +64,7 @@ std::unique_ptr<Backend> open_emulated_cuda_backend(const GpuOptions& gpu, std::
 // The CUDA backend, or InputError naming why there is none (no device, driver too old,
 // a build without CUDA, out of memory while setting up).
 std::unique_ptr<Backend> open_cuda_backend(const GpuOptions& gpu) {
-  const CudaDeviceInfo info = query_cuda_device();
+  const CudaDeviceInfo info = query_cuda_device(gpu.device);
   if (!info.usable) throw InputError(info.reason);
 #ifdef TINYTRAIN_HAVE_CUDA
   try {
@@ -62,6 +83,7 @@ std::unique_ptr<Backend> open_cuda_backend(const GpuOptions& gpu) {
 std::unique_ptr<Backend> select_backend(const std::string& choice, const GpuOptions& gpu, std::ostream& note) {
   if (choice == "cpu") return make_cpu_backend();
   if (choice == "cuda") {
+    check_device_exists(gpu);
     try {
       return open_cuda_backend(gpu);
     } catch (const InputError& e) {
@@ -70,6 +92,7 @@ std::unique_ptr<Backend> select_backend(const std::string& choice, const GpuOpti
   }
   if (choice == "cuda-emu") return open_emulated_cuda_backend(gpu, note);
   if (choice != "auto") throw InputError("unknown backend '" + choice + "' (expected auto, cpu, cuda or cuda-emu)");
+  check_device_exists(gpu);
   try {
     return open_cuda_backend(gpu);
   } catch (const InputError& e) {

@@ -12,10 +12,13 @@ namespace tt {
 struct GpuOptions {
   bool tf32 = false;             // --tf32: allow TF32 tensor-core GEMMs
   bool cudnn_attention = false;  // --attention cudnn: cuDNN's fused attention where it serves the case
+  int device = 0;                // the CUDA device to run on: a rank's LOCAL_RANK
 };
 
 // "cpu": the CPU backend. "cuda": the CUDA backend, or InputError saying why there is none.
 // "auto": CUDA when a GPU works, else the CPU backend, with one line on `note` saying why.
+// "cuda" and "auto" on a machine with GPUs throw InputError when gpu.device is not one of them
+// (a launch with more ranks per node than GPUs), rather than falling back to the CPU.
 // "cuda-emu": the CUDA backend's code on the SIMT emulator (simt/), with one line on `note`.
 std::unique_ptr<Backend> select_backend(const std::string& choice, const GpuOptions& gpu, std::ostream& note);
 

@@ -10,10 +10,12 @@
 #include "engine/checked_input.h"
 #include "engine/config.h"
 #include "engine/memory_plan.h"
+#include "engine/rank_agreement.h"
 #include "engine/trainer.h"
 #include "engine/verify.h"
-#include "parallel/communicator.h"
 #include "kernels/device_query.h"
+#include "parallel/communicator.h"
+#include "parallel/launch.h"
 
 namespace {
 
@@ -88,6 +90,25 @@ void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, st
   cmd->add_option("--loss-scale-backoff", s.backoff_factor, "fp16: scale backoff factor on inf/NaN")
       ->capture_default_str();
   add_int_option(cmd, "--loss-scale-interval", s.growth_interval, "fp16: clean steps before the scale grows");
+  DataParallelOptions& dp = o.data_parallel;
+  add_int_option(cmd, "--zero", dp.zero_stage, "several ranks: 1 shards AdamW's state across them (ZeRO-1), 0 does not",
+                 0, 1);
+  cmd->add_option("--bucket-mb", dp.bucket_mib,
+                  "several ranks: all-reduce the gradients in buckets of this many MiB during the backward (0: once, "
+                  "after it)")
+      ->capture_default_str();
+}
+
+// Every flag of a command with its value as given (or its default): what the ranks compare.
+Settings settings_of(const CLI::App& cmd) {
+  Settings settings;
+  for (const CLI::Option* opt : cmd.get_options()) {
+    if (opt->get_lnames().empty()) continue;  // --help
+    std::string value = opt->count() ? "" : opt->get_default_str();
+    for (const std::string& given : opt->results()) value += (value.empty() ? "" : ",") + given;
+    settings.emplace_back("--" + opt->get_lnames().front(), value);
+  }
+  return settings;
 }
 
 // Which kind of backend a run would use, and how much memory it may plan for.
@@ -100,17 +121,18 @@ struct Placement {
 // usable GPU there is nothing to measure: `train --backend cuda` then stops in select_backend
 // with the reason; `plan --backend cuda` (must_measure) needs --device-memory. The emulated
 // device (cuda-emu) allocates what the CUDA backend does, in host memory.
-Placement place(const std::string& backend_choice, const std::string& device_memory, bool must_measure) {
+Placement place(const std::string& backend_choice, const std::string& device_memory, bool must_measure,
+                int device) {
   if (backend_choice != "auto" && backend_choice != "cpu" && backend_choice != "cuda" && backend_choice != "cuda-emu")
     throw InputError("unknown backend '" + backend_choice + "' (expected auto, cpu, cuda or cuda-emu)");
   const bool emulated = backend_choice == "cuda-emu";
-  const bool gpu_usable = query_cuda_device().usable;
+  const bool gpu_usable = query_cuda_device(device).usable;
   const std::string kind = emulated ? "cuda" : backend_choice == "auto" ? (gpu_usable ? "cuda" : "cpu") : backend_choice;
   if (!device_memory.empty()) return {kind, parse_bytes(device_memory)};
   const bool measurable = kind == "cpu" || emulated || gpu_usable;
   if (must_measure && !measurable)
     throw InputError("plan --backend cuda: no usable CUDA GPU to measure; give --device-memory");
-  return {kind, measurable ? available_memory(emulated ? "cpu" : kind) : SIZE_MAX};
+  return {kind, measurable ? available_memory(emulated ? "cpu" : kind, device) : SIZE_MAX};
 }
 
 // --attention cudnn on a backend without cuDNN: one line, and its own attention runs.
@@ -163,9 +185,18 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::IsMember({"on", "off"}));
 
+  double comm_timeout = 300;
+  train_cmd->add_option("--comm-timeout", comm_timeout,
+                        "several ranks: seconds a collective may wait for the others before this rank stops (a rank "
+                        "died or hangs)")
+      ->capture_default_str();
+
   CLI::App* plan_cmd = app.add_subcommand("plan", "print the memory plan of `train` with the same flags, allocating nothing");
   add_train_flags(plan_cmd, train, activation, pos_embedding, seed);
   add_common(plan_cmd);
+  int plan_ranks = 0;
+  add_int_option(plan_cmd, "--ranks", plan_ranks, "plan per rank for this many data-parallel ranks (0: the launch's)",
+                 0, 65536);
   std::string device_memory;
   for (CLI::App* cmd : {train_cmd, plan_cmd})
     cmd->add_option("--device-memory", device_memory,
@@ -210,23 +241,39 @@ int main(int argc, char** argv) {
       train.run.validate(train.model);
       train.precision = chosen_precision;
       train.recompute = parse_recompute(recompute);
-      check_grad_accum(train.run.batch, train.grad_accum);
       validate_loss_scaler(train.loss_scaler);
+      check_data_parallel(train.data_parallel);
       if (train.log_every <= 0)
         throw InputError("invalid config: --log-every must be positive, got " + std::to_string(train.log_every));
-      const Placement where = place(backend_choice, device_memory, /*must_measure=*/static_cast<bool>(*plan_cmd));
+      if (!(std::isfinite(comm_timeout) && comm_timeout > 0))
+        throw InputError("invalid config: --comm-timeout must be a positive number of seconds");
+      // The launch (mpirun or torchrun-style variables) before the backend: each rank takes
+      // its rows of the batch, the GPU its LOCAL_RANK names, and only rank 0 prints.
+      const Launch launch = detect_launch();
+      train.ranks = *plan_cmd && plan_ranks > 0 ? plan_ranks : launch.world_size;
+      check_world_size(train.run.batch, train.ranks);
+      check_grad_accum(train.run.batch / train.ranks, train.grad_accum);
+      const Placement where =
+          place(backend_choice, device_memory, /*must_measure=*/static_cast<bool>(*plan_cmd), launch.local_rank);
       if (*plan_cmd) return run_plan(train, where);
       // The plan is checked before the backend exists, against the memory free right now.
       if (plan_training(train, where.kind).device_bytes() > where.available)
         throw InputError(out_of_memory_message(train, where.kind, where.available, ""));
-      // Ranks (mpirun) before the backend: only rank 0 prints, its notes included.
-      const std::unique_ptr<Communicator> comm = make_communicator(where.kind);
-      check_world_size(train.run.batch, comm->world_size());
-      check_grad_accum(train.run.batch / comm->world_size(), train.grad_accum);
       std::ostream null_out(nullptr);
-      std::ostream& out = comm->rank() == 0 ? std::cout : null_out;
+      std::ostream& out = launch.rank == 0 ? std::cout : null_out;
+      gpu.device = launch.local_rank;
+      // (comm is declared before the backend so that it outlives it: NCCL's shutdown waits for
+      // the CUDA graph holding its calls, which the backend owns, to be destroyed first)
+      std::unique_ptr<Communicator> comm;
       auto backend = select_backend(backend_choice, gpu, out);
       note_attention_without_cuda(*backend, attention, out);
+      // (the emulated CUDA backend is named "cuda" too, but its stream is no GPU's: no NCCL)
+      const std::string transport_for = backend_choice == "cuda-emu" ? "cuda-emu" : backend->name();
+      comm = make_communicator(launch, transport_for, backend->native_stream(), comm_timeout);
+      check_world_size(train.run.batch, comm->world_size());  // (an MPI launch may name its size only now)
+      check_grad_accum(train.run.batch / comm->world_size(), train.grad_accum);
+      train.ranks = comm->world_size();
+      check_same_settings(*comm, *backend, settings_of(*train_cmd));
       run_training(*backend, train, out, comm.get());
       return 0;
     }

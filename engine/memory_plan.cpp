@@ -51,18 +51,22 @@ size_t MemoryPlan::group_bytes(const std::string& group) const {
 
 MemoryPlan plan_training(const TrainOptions& o, const std::string& backend) {
   const ModelConfig& c = o.model;
-  const int B = o.run.batch, T = o.run.seq, micro = B / o.grad_accum;
+  // Per rank: each of W ranks holds B/W rows (run as grad_accum micro-batches); ZeRO-1 pads
+  // the flat buffers to W shards and keeps the AdamW state of one shard, plus its gradients.
+  const int W = std::max(o.ranks, 1), zero = W > 1 ? o.data_parallel.zero_stage : 0;
+  const int rows = o.run.batch / W, T = o.run.seq, micro = rows / o.grad_accum;
   const DType act = activation_dtype(o.precision);
   const ParamLayout layout(c);
   MemoryPlan plan;
   // The same plans, in the same order, as the Trainer's members allocate them.
-  add_arena(plan, "weights", Model::plan_weights(layout, act));
+  add_arena(plan, "weights", Model::plan_weights(layout, act, zero == 1 ? W : 1));
   // plan_weights' first entry, "params": the fp32 parameters, or the masters of 16-bit working weights
   plan.items.front().name = act == DType::F32 ? "params (fp32)" : "master params (fp32)";
   add_arena(plan, "activations", Model::plan_activations(c, micro, T, act, o.recompute));
-  add_arena(plan, "optimizer", AdamW::plan_state(layout.total()));
+  add_arena(plan, "optimizer", AdamW::plan_state(Trainer::optimizer_elements(layout, W, zero)));
   add_arena(plan, "loss scaler", LossScaler::plan_state());
-  add_arena(plan, "batch", Trainer::plan_batch(B, T));
+  if (zero == 1) add_arena(plan, "weights", Trainer::plan_grad_shard(layout.shard_elements(W)));
+  add_arena(plan, "batch", Trainer::plan_batch(rows, T));
   if (backend == "cuda") {
     const size_t attention = act == DType::F32 ? 0 : static_cast<size_t>(micro) * c.n_head * T * T;
     for (const WorkspaceItem& w : cuda_workspaces(layout.total() * sizeof(float), attention))
@@ -74,13 +78,14 @@ MemoryPlan plan_training(const TrainOptions& o, const std::string& backend) {
 int largest_micro_batch(TrainOptions o, Recompute recompute, size_t available, const std::string& backend) {
   o.recompute = recompute;
   o.grad_accum = 1;
+  const int W = std::max(o.ranks, 1);  // b rows on each of W ranks
   auto fits_batch = [&](int b) {
-    o.run.batch = b;
+    o.run.batch = b * W;
     return fits(o, backend, available);
   };
   if (!fits_batch(1)) return 0;
   int lo = 1, hi = 2;  // lo fits; grow hi until it does not (or a generous cap), then bisect
-  while (hi < (1 << 24) && fits_batch(hi)) lo = hi, hi *= 2;
+  while (hi < (1 << 24) / W && fits_batch(hi)) lo = hi, hi *= 2;
   while (hi - lo > 1) {
     const int mid = lo + (hi - lo) / 2;
     (fits_batch(mid) ? lo : hi) = mid;
@@ -89,9 +94,12 @@ int largest_micro_batch(TrainOptions o, Recompute recompute, size_t available, c
 }
 
 void print_plan(const MemoryPlan& plan, const TrainOptions& o, const std::string& backend, std::ostream& out) {
-  out << "memory plan (" << backend << "): batch " << o.run.batch << " as " << o.grad_accum << " x "
-      << o.run.batch / o.grad_accum << ", seq " << o.run.seq << ", " << precision_name(o.precision)
-      << ", recompute " << recompute_name(o.recompute) << "\n";
+  const int W = std::max(o.ranks, 1), rows = o.run.batch / W;
+  out << "memory plan (" << backend << (W > 1 ? ", per rank of " + std::to_string(W) : "") << "): batch "
+      << o.run.batch << (W > 1 ? " as " + std::to_string(W) + " ranks x " + std::to_string(rows) : "") << " as "
+      << o.grad_accum << " x " << rows / o.grad_accum << ", seq " << o.run.seq << ", "
+      << precision_name(o.precision) << ", recompute " << recompute_name(o.recompute)
+      << (W > 1 ? ", zero " + std::to_string(o.data_parallel.zero_stage) : "") << "\n";
   char line[160];
   std::snprintf(line, sizeof line, "%-12s %-34s %14s %12s\n", "group", "buffer", "bytes", "MiB");
   out << line;
@@ -109,6 +117,18 @@ void print_plan(const MemoryPlan& plan, const TrainOptions& o, const std::string
   std::snprintf(line, sizeof line, "%-12s %-34s %14zu %12.2f\n", "peak", "(everything lives for the whole run)",
                 plan.device_bytes(), plan.device_bytes() / 1048576.0);
   out << line;
+  if (W > 1) {  // what ZeRO-1 changes, side by side
+    out << "per rank of " << W << ":";
+    for (int zero : {0, 1}) {
+      TrainOptions t = o;
+      t.data_parallel.zero_stage = zero;
+      const MemoryPlan p = plan_training(t, backend);
+      std::snprintf(line, sizeof line, "%s --zero %d: optimizer %.2f MiB, peak %.2f MiB", zero ? ";" : "", zero,
+                    p.group_bytes("optimizer") / 1048576.0, p.device_bytes() / 1048576.0);
+      out << line;
+    }
+    out << "\n";
+  }
 }
 
 std::string out_of_memory_message(const TrainOptions& o, const std::string& backend, size_t available,
@@ -135,21 +155,22 @@ std::string out_of_memory_message(const TrainOptions& o, const std::string& back
     t.recompute = r;
     remedy_if_fits(t, std::string("--recompute ") + recompute_name(r));
   }
-  for (int k = o.grad_accum + 1; k <= o.run.batch; ++k) {
-    if (o.run.batch % k) continue;
+  const int W = std::max(o.ranks, 1), rows = o.run.batch / W;  // rows per rank
+  for (int k = o.grad_accum + 1; k <= rows; ++k) {
+    if (rows % k) continue;
     TrainOptions t = o;
     t.grad_accum = k;
     if (remedy_if_fits(t, "--grad-accum " + std::to_string(k))) break;
   }
   // a smaller batch (one micro-batch): with this recompute mode, else with --recompute layer
   for (Recompute r : {o.recompute, Recompute::Layer}) {
-    const int b = std::min(largest_micro_batch(o, r, available, backend), o.run.batch - 1);
+    const int b = std::min(largest_micro_batch(o, r, available, backend), rows - 1);
     if (b < 1) continue;
     TrainOptions t = o;
-    t.run.batch = b;
+    t.run.batch = b * W;
     t.grad_accum = 1;
     t.recompute = r;
-    remedy_if_fits(t, "--batch " + std::to_string(b) + (r == o.recompute ? "" : " --recompute layer"));
+    remedy_if_fits(t, "--batch " + std::to_string(b * W) + (r == o.recompute ? "" : " --recompute layer"));
     break;
   }
   if (remedies.empty()) {
@@ -181,8 +202,8 @@ size_t parse_bytes(const std::string& text) {
   return static_cast<size_t>(value * scale);
 }
 
-size_t available_memory(const std::string& backend) {
-  if (backend == "cuda") return query_cuda_device().free_bytes;
+size_t available_memory(const std::string& backend, int device) {
+  if (backend == "cuda") return query_cuda_device(device).free_bytes;
   std::ifstream meminfo("/proc/meminfo");
   std::string key;
   size_t kib = 0;

@@ -28,8 +28,9 @@ struct MemoryPlan {
 // What `train` with these options allocates on a backend of this kind ("cpu" or "cuda").
 MemoryPlan plan_training(const TrainOptions& options, const std::string& backend);
 
-// The largest batch (sequences per micro-batch, grad_accum 1) whose plan fits in `available`
-// bytes with recompute mode `recompute`; 0 when not even one sequence fits.
+// The largest batch (sequences per micro-batch of each of options.ranks ranks, grad_accum 1)
+// whose plan fits in `available` bytes with recompute mode `recompute`; 0 when not even one
+// sequence fits.
 int largest_micro_batch(TrainOptions options, Recompute recompute, size_t available, const std::string& backend);
 
 void print_plan(const MemoryPlan& plan, const TrainOptions& options, const std::string& backend, std::ostream& out);
@@ -42,8 +43,8 @@ std::string out_of_memory_message(const TrainOptions& options, const std::string
 // Parses "123", "64K", "512MiB", "80GB" (binary units) into bytes; InputError if malformed.
 size_t parse_bytes(const std::string& text);
 
-// Free memory where the run would allocate: the GPU's free memory for "cuda", MemAvailable
-// from /proc/meminfo for "cpu".
-size_t available_memory(const std::string& backend);
+// Free memory where the run would allocate: the free memory of GPU `device` for "cuda" (-1:
+// the current device, query_cuda_device), MemAvailable from /proc/meminfo for "cpu".
+size_t available_memory(const std::string& backend, int device = -1);
 
 }  // namespace tt

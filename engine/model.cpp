@@ -7,6 +7,8 @@
 // Pre-norm stacks end with encoder.norm. The backward walks the same lines in reverse.
 #include "engine/model.h"
 
+#include <algorithm>
+
 namespace tt {
 
 namespace {
@@ -33,10 +35,11 @@ std::string buffer_name(const ModelConfig& c, Recompute recompute, int l, const 
 
 }  // namespace
 
-ArenaPlan Model::plan_weights(const ParamLayout& layout, DType act) {
+ArenaPlan Model::plan_weights(const ParamLayout& layout, DType act, int shards) {
+  const int64_t padded = layout.shard_elements(shards) * std::max(shards, 1);
   ArenaPlan plan;
-  plan.add("params", DType::F32, {layout.total()});
-  plan.add("grads", DType::F32, {layout.total()});
+  plan.add("params", DType::F32, {padded});
+  plan.add("grads", DType::F32, {padded});
   if (act != DType::F32) plan.add("working", act, {layout.total()});
   return plan;
 }
@@ -75,7 +78,8 @@ ArenaPlan Model::plan_activations(const ModelConfig& c, int B, int T, DType act,
   return plan;
 }
 
-Model::Model(Backend& backend, const ModelConfig& config, int B, int T, DType act_dtype, Recompute recompute)
+Model::Model(Backend& backend, const ModelConfig& config, int B, int T, DType act_dtype, Recompute recompute,
+             int shards)
     : backend_(backend),
       config_(config),
       B_(B),
@@ -83,10 +87,12 @@ Model::Model(Backend& backend, const ModelConfig& config, int B, int T, DType ac
       act_dtype_(act_dtype),
       recompute_(recompute),
       layout_(config),
-      weights_(backend, plan_weights(layout_, act_dtype)),
+      weights_(backend, plan_weights(layout_, act_dtype, shards)),
       activations_(backend, plan_activations(config, B, T, act_dtype, recompute)) {
-  params_flat_ = weights_.get("params");
-  grads_flat_ = weights_.get("grads");
+  params_padded_ = weights_.get("params");
+  grads_padded_ = weights_.get("grads");
+  params_flat_ = Tensor{params_padded_.data, DType::F32, Shape{layout_.total()}};
+  grads_flat_ = Tensor{grads_padded_.data, DType::F32, Shape{layout_.total()}};
   working_flat_ = act_dtype == DType::F32 ? params_flat_ : weights_.get("working");
   p_ = bind_params(layout_, config_, working_flat_.data, act_dtype);
   g_ = bind_params(layout_, config_, grads_flat_.data, DType::F32);
@@ -195,7 +201,10 @@ void Model::ffn_hidden_forward(int l, const DropoutContext& ctx) {
 }
 
 void Model::backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_scale, int64_t mean_over,
-                     const DropoutContext& ctx) {
+                     const DropoutContext& ctx, const std::function<void(int64_t)>& grads_ready) {
+  auto ready_from = [&](const char* first_param) {
+    if (grads_ready) grads_ready(layout_.find(first_param).offset);
+  };
   // logits -> dlogits in place; losses per token for the log
   backend_.cross_entropy_forward_backward(losses, logits_, logits_, targets, dloss_scale, mean_over);
   Tensor d = d_residual_;  // (N,C) the gradient flowing down the residual stream
@@ -204,8 +213,13 @@ void Model::backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_
     const Tensor last = layer_output(config_.n_layer - 1);
     backend_.layernorm_backward(d, g_.norm_weight, g_.norm_bias, d, last, p_.norm_weight, final_mean_, final_rstd_);
   }
-  for (int l = config_.n_layer - 1; l >= 0; --l) layer_backward(l, d, ctx);
+  ready_from(config_.norm_first ? "encoder.norm.weight" : "lm_head.weight");
+  for (int l = config_.n_layer - 1; l >= 0; --l) {
+    layer_backward(l, d, ctx);
+    ready_from(("encoder.layers." + std::to_string(l) + ".self_attn.in_proj_weight").c_str());
+  }
   backend_.embedding_backward(g_.embed, g_.pos_embed, d, tokens);
+  ready_from("embed.weight");
 }
 
 // d (N,C): in, the gradient of the layer output; out, the gradient of the layer input.

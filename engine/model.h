@@ -2,6 +2,7 @@
 // forward and backward passes written out op by op over a Backend. The model never touches
 // elements itself: every line below is one backend op on planned views.
 #pragma once
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -24,18 +25,22 @@ struct DropoutContext {
 class Model {
  public:
   // Plans and allocates parameters, gradients and activations for batches of B x T tokens;
-  // activations, their gradients and the working weights are stored as `act_dtype`.
+  // activations, their gradients and the working weights are stored as `act_dtype`. shards:
+  // the ZeRO-1 ranks the flat parameters and gradients are padded for (ParamLayout::shard_elements).
   Model(Backend& backend, const ModelConfig& config, int B, int T, DType act_dtype = DType::F32,
-        Recompute recompute = Recompute::None);
+        Recompute recompute = Recompute::None, int shards = 1);
 
   // The planned buffers, before anything is allocated (what `tinytrain plan` prints).
-  static ArenaPlan plan_weights(const ParamLayout& layout, DType act_dtype);
+  static ArenaPlan plan_weights(const ParamLayout& layout, DType act_dtype, int shards = 1);
   static ArenaPlan plan_activations(const ModelConfig& config, int B, int T, DType act_dtype, Recompute recompute);
 
   const ModelConfig& config() const { return config_; }
   const ParamLayout& layout() const { return layout_; }
   Tensor params() const { return params_flat_; }  // (P) F32 master weights, flat, PyTorch order
   Tensor grads() const { return grads_flat_; }    // (P) F32, same layout
+  // The same buffers padded with zeros to whole ZeRO-1 shards: (shards * shard) F32.
+  Tensor params_padded() const { return params_padded_; }
+  Tensor grads_padded() const { return grads_padded_; }
   // The working weights the ops read are the masters rounded to act_dtype (the masters
   // themselves in fp32): call after the masters change.
   void refresh_working_weights();
@@ -51,8 +56,12 @@ class Model {
   // gradient is dloss_scale (1) F32 (the loss scale, read from backend memory) / mean_over
   // (the tokens of the whole batch: B*T, or K*B*T for K accumulated micro-batches); then the
   // backward pass. Gradients ACCUMULATE into grads(). Needs the forward just before.
+  // grads_ready(first), when given, is called each time grads()[first, P) hold their last
+  // contribution of this backward: the layout is in forward order and the backward runs in
+  // reverse, so the finished part grows from the end (after the head, after each layer, and
+  // with first 0 after the embedding). Data parallelism starts its bucket all-reduces there.
   void backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_scale, int64_t mean_over,
-                const DropoutContext& ctx);
+                const DropoutContext& ctx, const std::function<void(int64_t first)>& grads_ready = nullptr);
 
  private:
   // Saved activations of one encoder layer; "ln1"/"ln2" are the outputs of norm1/norm2.
@@ -85,6 +94,7 @@ class Model {
   ParamLayout layout_;
   Arena weights_, activations_;  // weights: parameters and gradients; activations: saved + scratch
   Tensor params_flat_, grads_flat_, working_flat_;  // working_flat_ is params_flat_ in fp32
+  Tensor params_padded_, grads_padded_;             // the whole arena entries (shards * shard)
   ModelParams p_, g_;  // views into working_flat_ and grads_flat_
 
   Tensor embedded_;                 // (N,C) embedding output, the input of layer 0

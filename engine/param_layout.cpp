@@ -32,6 +32,12 @@ ParamLayout::ParamLayout(const ModelConfig& c) {
   add("lm_head.bias", {V});
 }
 
+int64_t ParamLayout::shard_elements(int shards) const {
+  if (shards <= 1) return total_;
+  const int64_t per_rank = (total_ + shards - 1) / shards;
+  return (per_rank + 63) / 64 * 64;
+}
+
 void ParamLayout::add(const std::string& name, Shape shape) {
   params_.push_back({name, shape, total_});
   total_ += shape.numel();

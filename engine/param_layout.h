@@ -20,6 +20,10 @@ class ParamLayout {
   explicit ParamLayout(const ModelConfig& config);
   const std::vector<ParamInfo>& params() const { return params_; }
   int64_t total() const { return total_; }  // number of elements
+  // ZeRO-1's shard of the flat buffer for `shards` ranks: ceil(total / shards) rounded up to
+  // 64 elements (256 bytes), so that every shard starts aligned; total() when shards is 1.
+  // The flat buffers hold shards * shard_elements(shards) elements, zeros past total().
+  int64_t shard_elements(int shards) const;
   const ParamInfo& find(const std::string& name) const;  // throws std::out_of_range
   // A view of one parameter in a flat buffer of `dtype` elements (masters and gradients are
   // F32; working weights have the activations' dtype).

@@ -27,6 +27,14 @@ void check_world_size(int batch, int world_size) {
                      std::to_string(world_size) + " ranks: each rank takes batch / ranks rows");
 }
 
+void check_data_parallel(const DataParallelOptions& dp) {
+  if (dp.zero_stage != 0 && dp.zero_stage != 1)
+    throw InputError("invalid config: --zero must be 0 or 1 (ZeRO-1: the optimizer state sharded), got " +
+                     std::to_string(dp.zero_stage));
+  if (!(std::isfinite(dp.bucket_mib) && dp.bucket_mib >= 0))
+    throw InputError("invalid config: --bucket-mb must be a size in MiB, 0 or more");
+}
+
 namespace {
 
 // The rows of one rank: its share of the global batch (checked first, as it sizes everything).
@@ -37,26 +45,41 @@ int rows_per_rank(int B, const Communicator& comm) {
 
 }  // namespace
 
+ArenaPlan Trainer::plan_grad_shard(int64_t shard_elements) {
+  ArenaPlan plan;
+  plan.add("grad_shard", DType::F32, {shard_elements});
+  return plan;
+}
+
+int64_t Trainer::optimizer_elements(const ParamLayout& layout, int world_size, int zero_stage) {
+  return zero_stage == 1 ? layout.shard_elements(world_size) : layout.total();
+}
+
 ArenaPlan Trainer::plan_batch(int B, int T) {
   ArenaPlan plan;
   plan.add("x", DType::I32, {B, T});
   plan.add("y", DType::I32, {B, T});
   plan.add("step", DType::I32, {1});
   plan.add("losses", DType::F32, {B, T});
+  plan.add("loss_sum", DType::F32, {1});  // several NCCL ranks: the logged loss's sum over ranks
   return plan;
 }
 
 Trainer::Trainer(Backend& backend, const ModelConfig& model, const AdamWConfig& optimizer, int B, int T,
                  uint64_t seed, Precision precision, const LossScalerConfig& scaler, Recompute recompute,
-                 int grad_accum, Communicator* comm)
+                 int grad_accum, Communicator* comm, const DataParallelOptions& data_parallel)
     : backend_(backend),
       own_comm_(comm ? nullptr : make_single_rank_communicator()),
       comm_(comm ? comm : own_comm_.get()),
+      // (one rank has nothing to shard: ZeRO-1 is plain AdamW there)
+      data_parallel_(comm_->world_size() > 1 ? data_parallel : DataParallelOptions{0, 0}),
       // (the world size and grad_accum are checked first: B / W / grad_accum sizes everything
       // the model plans)
-      model_((check_grad_accum(rows_per_rank(B, *comm_), grad_accum), backend), model,
-             rows_per_rank(B, *comm_) / grad_accum, T, activation_dtype(precision), recompute),
-      optimizer_(backend, optimizer, model_.layout().total()),
+      model_((check_data_parallel(data_parallel), check_grad_accum(rows_per_rank(B, *comm_), grad_accum), backend),
+             model, rows_per_rank(B, *comm_) / grad_accum, T, activation_dtype(precision), recompute,
+             data_parallel_.zero_stage == 1 ? comm_->world_size() : 1),
+      optimizer_(backend, optimizer,
+                 optimizer_elements(model_.layout(), comm_->world_size(), data_parallel_.zero_stage)),
       scaler_(backend, scaler),
       batch_(backend, plan_batch(rows_per_rank(B, *comm_), T)),
       seed_(seed),
@@ -65,11 +88,25 @@ Trainer::Trainer(Backend& backend, const ModelConfig& model, const AdamWConfig& 
       T_(T),
       first_row_(comm_->rank() * rows_per_rank(B, *comm_)),
       grad_accum_(grad_accum) {
-  // Gradients are summed across ranks in host memory: the CPU backend's. The CUDA backend's
-  // ranks need NCCL (parallel/README.md: not built yet).
-  if (comm_->world_size() > 1 && backend.name() != "cpu")
-    throw InputError(std::string("data parallelism on the ") + backend.name() +
-                     " backend needs NCCL, which is not built yet: run several ranks with --backend cpu");
+  if (comm_->world_size() == 1) return;
+  if (data_parallel_.zero_stage == 1) {
+    grad_shard_ = std::make_unique<Arena>(backend, plan_grad_shard(model_.layout().shard_elements(comm_->world_size())));
+  } else {
+    const auto bucket = static_cast<int64_t>(data_parallel_.bucket_mib * 1048576.0 / sizeof(float));
+    buckets_ = std::make_unique<GradientBuckets>(*comm_, model_.grads(), bucket);
+  }
+}
+
+template <typename Collective>
+void Trainer::collective(Collective&& call) {
+  if (comm_->on_backend_stream()) {  // enqueued behind the backend's ops: no wait, no timing here
+    call();
+    return;
+  }
+  backend_.synchronize();  // the host transport reads backend memory now
+  const auto start = std::chrono::steady_clock::now();
+  call();
+  host_comm_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
 
 void Trainer::load_params(const float* host) {
@@ -116,23 +153,50 @@ void Trainer::forward() { model_.forward(micro_batch_rows("x", 0), dropout_conte
 void Trainer::forward_backward() {
   backend_.fill_zero(model_.grads());
   const int64_t batch_tokens = static_cast<int64_t>(global_B_) * T_;
+  // The sum over ranks of each rank's rows' gradients is the global batch's. Buckets of it are
+  // sent as the last micro-batch's backward finishes them; the gradient check after it
+  // (inf/NaN, norm) then sees the same numbers on every rank, so every rank takes the same
+  // skip decision and the same step. (ZeRO-1 sums in optimizer_step instead.)
+  std::function<void(int64_t)> grads_ready;
+  if (buckets_) {
+    buckets_->start();
+    grads_ready = [this](int64_t first) { collective([&] { buckets_->ready_from(first); }); };
+  }
   for (int m = 0; m < grad_accum_; ++m) {
     const Tensor x = micro_batch_rows("x", m);
     model_.forward(x, dropout_context(m));
     model_.backward(x, micro_batch_rows("y", m), micro_batch_rows("losses", m), scaler_.scale(), batch_tokens,
-                    dropout_context(m));
+                    dropout_context(m), m == grad_accum_ - 1 ? grads_ready : nullptr);
   }
-  if (comm_->world_size() > 1) {
-    // The sum over ranks of each rank's rows' gradients: the global batch's. The gradient
-    // check after it (inf/NaN, norm) then sees the same numbers on every rank, so every rank
-    // takes the same skip decision and the same step.
-    const Tensor grads = model_.grads();
-    backend_.synchronize();
-    comm_->all_reduce_sum(grads.data, grads.numel(), DType::F32);
-  }
+  if (buckets_) collective([&] { buckets_->finish(); });
+}
+
+void Trainer::zero_optimizer_step() {
+  const int64_t shard = model_.layout().shard_elements(comm_->world_size());
+  const int64_t first = shard * comm_->rank();
+  const Tensor grad_shard = grad_shard_->get("grad_shard");
+  const Tensor param_shard{static_cast<float*>(model_.params_padded().data) + first, DType::F32, Shape{shard}};
+  collective([&] { comm_->reduce_scatter_sum(model_.grads_padded().data, grad_shard.data, shard, DType::F32); });
+  // Each rank's share of the squared norm and of the inf/NaN count, summed: the global ones.
+  const LossScalerState& s = scaler_.state();
+  backend_.grad_norm_check(grad_shard, s);
+  collective([&] {
+    comm_->all_reduce_sum(s.grad_norm_sq.data, 1, DType::F32);
+    comm_->all_reduce_sum(s.found_inf.data, 1, DType::I32);
+  });
+  // The shard's padding past P holds zeros (parameters, gradients, moments), which AdamW
+  // keeps at zero: 0 - lr * (0 / (sqrt(0) + eps) + wd * 0).
+  optimizer_.step(param_shard, grad_shard, s);
+  collective([&] { comm_->all_gather(param_shard.data, model_.params_padded().data, shard, DType::F32); });
+  backend_.loss_scaler_update(s, scaler_.config(), batch_.get("step"));
+  model_.refresh_working_weights();
 }
 
 void Trainer::optimizer_step() {
+  if (grad_shard_) {
+    zero_optimizer_step();
+    return;
+  }
   backend_.grad_norm_check(model_.grads(), scaler_.state());
   optimizer_.step(model_.params(), model_.grads(), scaler_.state());
   backend_.loss_scaler_update(scaler_.state(), scaler_.config(), batch_.get("step"));
@@ -164,8 +228,17 @@ double Trainer::read_loss() {
   double sum = 0.0;
   for (float l : host) sum += l;
   if (comm_->world_size() > 1) {
-    float total = static_cast<float>(sum);  // the ranks' sums added in float: ~1e-7 of the loss
-    comm_->all_reduce_sum(&total, 1, DType::F32);
+    // The ranks' sums added in float (~1e-7 of the loss). A host value: the MPI communicator
+    // sums it directly; NCCL needs backend memory, so it goes through the batch's loss_sum.
+    float total = static_cast<float>(sum);
+    if (comm_->on_backend_stream()) {
+      const Tensor slot = batch_.get("loss_sum");
+      backend_.copy_to_device(slot.data, &total, sizeof(total));
+      comm_->all_reduce_sum(slot.data, 1, DType::F32);
+      backend_.copy_to_host(&total, slot.data, sizeof(total));
+    } else {
+      comm_->all_reduce_sum(&total, 1, DType::F32);
+    }
     sum = total;
   }
   return sum / (static_cast<double>(global_B_) * T_);
@@ -181,7 +254,7 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
   std::unique_ptr<Trainer> owned;
   try {
     owned = std::make_unique<Trainer>(backend, o.model, o.optimizer, B, T, o.run.seed, o.precision, scaler,
-                                      o.recompute, o.grad_accum, comm);
+                                      o.recompute, o.grad_accum, comm, o.data_parallel);
   } catch (const std::runtime_error& e) {
     throw InputError(out_of_memory_message(o, backend.name(), available_memory(backend.name()), e.what()));
   }
@@ -216,6 +289,8 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
     window_first_step = next_step;
   };
   for (int step = 0; step < o.run.steps; ++step) {
+    // (several ranks: a step that waits on its collectives longer than --comm-timeout ends the run)
+    const HostWait guard(comm, "a training step");
     random_batch(o.run.seed, static_cast<uint32_t>(step), B, T, o.model.vocab_size, x.data(), y.data());
     trainer.load_batch(x.data(), y.data(), static_cast<uint32_t>(step));
     trainer.train_step(o.cuda_graph);
@@ -233,17 +308,30 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
       log << line << std::endl;
     }
   }
-  backend.synchronize();
+  {
+    const HostWait guard(comm, "the last step");
+    backend.synchronize();
+  }
   if (window_first_step < o.run.steps) close_window(o.run.steps);
   stop_if_diverged(trainer.scaler().read());  // steps after the last log point count too
   if (!window_ms_per_step.empty()) {
     std::sort(window_ms_per_step.begin(), window_ms_per_step.end());
     const size_t n = window_ms_per_step.size();
     const double ms = n % 2 ? window_ms_per_step[n / 2] : 0.5 * (window_ms_per_step[n / 2 - 1] + window_ms_per_step[n / 2]);
-    char line[160];
+    // Several ranks: the world size, and with a host transport the mean time a step spent in
+    // collectives (NCCL's run on the stream, overlapped: not measurable from the host).
+    std::string ranks;
+    if (trainer.world_size() > 1) {
+      ranks = " | " + std::to_string(trainer.world_size()) + " ranks";
+      if (trainer.host_comm_seconds() > 0) {
+        char comm[64];
+        std::snprintf(comm, sizeof(comm), " | comm %.2f ms/step", 1e3 * trainer.host_comm_seconds() / o.run.steps);
+        ranks += comm;
+      }
+    }
+    char line[224];
     std::snprintf(line, sizeof(line), "done: %d steps | %.1f tokens/s | %.2f ms/step%s", o.run.steps,
-                  1e3 * B * T / ms, ms,
-                  trainer.world_size() > 1 ? (" | " + std::to_string(trainer.world_size()) + " ranks").c_str() : "");
+                  1e3 * B * T / ms, ms, ranks.c_str());
     log << line << std::endl;
   }
 }

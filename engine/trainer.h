@@ -12,8 +12,22 @@
 #include "optim/adamw.h"
 #include "optim/loss_scaler.h"
 #include "parallel/communicator.h"
+#include "parallel/gradient_buckets.h"
 
 namespace tt {
+
+// How several ranks share a step (docs/parallel.md). Ignored with one rank.
+struct DataParallelOptions {
+  // --zero: 0, every rank holds all of AdamW's state and updates every parameter; 1 (ZeRO-1),
+  // rank r holds the state of its 1/W shard of the flat parameters: the gradients are
+  // reduce-scattered (each rank gets the sum of its shard), each rank updates its shard, and
+  // the parameters are all-gathered.
+  int zero_stage = 0;
+  // --bucket-mb (zero 0): the gradients are all-reduced in buckets of at least this many MiB
+  // as the backward finishes them, overlapping the rest of the backward on NCCL; 0: one
+  // all-reduce of the whole buffer after the backward.
+  double bucket_mib = 1.0;
+};
 
 class Trainer {
  public:
@@ -24,14 +38,22 @@ class Trainer {
   // masks are those of the single-process run.
   Trainer(Backend& backend, const ModelConfig& model, const AdamWConfig& optimizer, int B, int T, uint64_t seed,
           Precision precision = Precision::FP32, const LossScalerConfig& scaler = LossScalerConfig{},
-          Recompute recompute = Recompute::None, int grad_accum = 1, Communicator* comm = nullptr);
+          Recompute recompute = Recompute::None, int grad_accum = 1, Communicator* comm = nullptr,
+          const DataParallelOptions& data_parallel = DataParallelOptions{});
 
-  // What the trainer's own arena holds (x, y, step, losses), before anything is allocated.
+  // What the trainer's own arena holds (x, y, step, losses, loss_sum) for B rows, before
+  // anything is allocated.
   static ArenaPlan plan_batch(int B, int T);
+  // ZeRO-1's arena: this rank's shard of the summed gradients (shard elements, F32).
+  static ArenaPlan plan_grad_shard(int64_t shard_elements);
+  // The elements AdamW's state covers on each rank: all P, or one ZeRO-1 shard.
+  static int64_t optimizer_elements(const ParamLayout& layout, int world_size, int zero_stage);
 
   Model& model() { return model_; }
   LossScaler& scaler() { return scaler_; }
-  size_t bytes() const { return model_.bytes() + optimizer_.bytes() + scaler_.bytes() + batch_.bytes(); }
+  size_t bytes() const {
+    return model_.bytes() + optimizer_.bytes() + scaler_.bytes() + batch_.bytes() + (grad_shard_ ? grad_shard_->bytes() : 0);
+  }
 
   // Host parameters in ParamLayout order -> the backend's master weights (and working weights).
   void load_params(const float* host);
@@ -42,11 +64,15 @@ class Trainer {
   void forward();
   // Zeroes the gradients, then forward and backward of every micro-batch of the loaded batch:
   // each micro-batch's loss gradient is divided by the tokens of the whole global batch, so
-  // the gradients sum to those of its mean loss. With several ranks, the gradients are then
-  // summed across ranks (one all-reduce of the flat buffer), so every rank holds them all.
+  // the gradients sum to those of its mean loss. With several ranks (zero 0), the last
+  // micro-batch's backward all-reduces the gradients in buckets as it finishes them
+  // (GradientBuckets), so every rank ends with the sum over ranks.
   void forward_backward();
   // Gradient check (global norm, inf/NaN), AdamW (skipped on inf/NaN), loss-scaler update,
-  // working weights refreshed from the masters: all enqueued on the backend.
+  // working weights refreshed from the masters: all enqueued on the backend. ZeRO-1: the
+  // gradients are reduce-scattered first, each rank checks and updates its shard (the norm
+  // and the inf/NaN flag are summed over ranks, so every rank takes the same decision), and
+  // the parameters are all-gathered.
   void optimizer_step();
   // One whole training step on the loaded batch: forward_backward, then optimizer_step. With
   // use_graph on a backend that has graphs, the first call runs eagerly (GEMM plans and
@@ -57,19 +83,33 @@ class Trainer {
   double read_loss();
   int rank() const { return comm_->rank(); }
   int world_size() const { return comm_->world_size(); }
+  // Host time spent inside collectives so far, in seconds, with a host transport (MPI: the
+  // call returns when the sum is done, so this is the communication time, waiting for the
+  // slowest rank included). NCCL's collectives run on the stream: 0 here.
+  double host_comm_seconds() const { return host_comm_seconds_; }
+  int buckets_per_step() const { return buckets_ ? buckets_->buckets_sent() : 0; }
 
  private:
   DropoutContext dropout_context(int micro_batch) const;
+  void zero_optimizer_step();  // ZeRO-1's optimizer_step
+  // Runs one collective: after synchronising the backend when the transport works on host
+  // memory, and timing it into host_comm_seconds_.
+  template <typename Collective>
+  void collective(Collective&& call);
   Tensor micro_batch_rows(const char* name, int micro_batch) const;  // rows of x, y or losses
 
   Backend& backend_;
   // (declared before model_: the rows each rank plans for come from the communicator)
   std::unique_ptr<Communicator> own_comm_;  // the one-rank communicator when none was given
   Communicator* comm_;
+  DataParallelOptions data_parallel_;
   Model model_;
   AdamW optimizer_;
   LossScaler scaler_;
-  Arena batch_;  // x (B,T), y (B,T) int32 token ids; step (1): the training step; losses (B,T) F32
+  std::unique_ptr<Arena> grad_shard_;  // ZeRO-1: plan_grad_shard
+  std::unique_ptr<GradientBuckets> buckets_;  // several ranks, zero 0
+  double host_comm_seconds_ = 0;
+  Arena batch_;  // x (B,T), y (B,T) int32 token ids; step (1): the training step; losses (B,T) F32; loss_sum (1)
   std::vector<char> batch_image_;  // x, y and step laid out as in batch_, for one copy per step
   uint64_t seed_;
   int global_B_;  // rows of the global batch
@@ -84,6 +124,8 @@ class Trainer {
 void check_grad_accum(int batch, int grad_accum);
 // Throws InputError unless the world size divides the global batch.
 void check_world_size(int batch, int world_size);
+// Throws InputError unless --zero is 0 or 1 and --bucket-mb is finite and not negative.
+void check_data_parallel(const DataParallelOptions& data_parallel);
 
 struct TrainOptions {
   ModelConfig model;
@@ -95,6 +137,9 @@ struct TrainOptions {
   Recompute recompute = Recompute::None;
   int grad_accum = 1;
   LossScalerConfig loss_scaler;  // .dynamic is set from the precision (fp16 only)
+  DataParallelOptions data_parallel;
+  // The ranks the memory plan is for (`plan --ranks`); `train` sets it from its launch.
+  int ranks = 1;
 };
 
 // The `tinytrain train` loop on random tokens: logs "step | loss | alloc" and the speed. With a

@@ -56,6 +56,8 @@ class Backend {
   virtual void copy_to_host(void* dst, const void* src, size_t bytes) = 0;  // waits for the copy
   virtual void fill_zero(Tensor t) = 0;
   virtual void synchronize() = 0;
+  // CUDA: the cudaStream_t every op is enqueued on; what the NCCL communicator enqueues on.
+  virtual void* native_stream() { return nullptr; }
 
   // ---- whole-step graphs: what is enqueued between begin_capture and end_capture is
   // recorded once (CUDA graph) and re-run by replay_graph. Backends without graphs say so

@@ -7,6 +7,7 @@ namespace tt {
 struct CudaOptions {
   bool tf32 = false;            // allow TF32 tensor-core GEMMs (fp32 inputs, 10-bit mantissa products)
   bool cudnn_attention = false; // may serve attention through cuDNN's fused kernel (use_library_attention)
+  int device = 0;               // the CUDA device the backend runs on (a rank's LOCAL_RANK)
 };
 
 }  // namespace tt

@@ -7,11 +7,14 @@ namespace tt {
 struct CudaDeviceInfo {
   bool usable = false;
   std::string reason;       // why not usable, one line; empty when usable
-  std::string name;         // device 0's name when usable
+  std::string name;         // the device's name when usable
   size_t total_bytes = 0;
   size_t free_bytes = 0;
 };
 
-CudaDeviceInfo query_cuda_device();
+// Asks about CUDA device `device` (a rank's LOCAL_RANK) and makes it the calling thread's
+// current device; -1: the current device (0 in a fresh process). Once a rank's backend runs on
+// its GPU, later queries stay there, and no rank touches (and takes memory on) another's GPU.
+CudaDeviceInfo query_cuda_device(int device = -1);
 
 }  // namespace tt

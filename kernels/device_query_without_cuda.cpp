@@ -3,7 +3,7 @@
 
 namespace tt {
 
-CudaDeviceInfo query_cuda_device() {
+CudaDeviceInfo query_cuda_device(int /*device*/) {
   CudaDeviceInfo info;
   info.reason = "this build has no CUDA support (no CUDA toolkit at configure time)";
   return info;

@@ -2,7 +2,7 @@
 // implementation per transport (parallel/README.md):
 //   single  one rank: every collective is a copy or nothing (the default, no launcher);
 //   mpi     OpenMPI, host buffers: the CPU backend's ranks, launched by mpirun (or srun);
-//   nccl    NCCL, device buffers on the CUDA backend's stream (a later step).
+//   nccl    NCCL, device buffers on the CUDA backend's stream (parallel/nccl_communicator.h).
 // The engine asks for a communicator and never names a transport. Every rank calls every
 // collective in the same order with the same sizes (as with MPI and NCCL themselves).
 // Sums are elementwise over ranks; the order in which ranks' values are added is the
@@ -14,6 +14,7 @@
 #include <string>
 
 #include "kernels/tensor.h"
+#include "parallel/launch.h"
 
 namespace tt {
 
@@ -35,19 +36,56 @@ class Communicator {
   // buf (n elements): root's values, on every rank.
   virtual void broadcast(void* buf, int64_t n, DType dtype, int root) = 0;
   virtual void barrier() = 0;
+
+  // ---- overlap: collectives on the backend's stream ----
+  // True when collectives are enqueued on the backend's stream (NCCL): they are then ordered
+  // with the backend's ops, never wait on the host, and are captured in its CUDA graph. False
+  // (single, mpi): a call runs the collective on host memory before it returns, so the caller
+  // synchronises the backend first and keeps it out of graphs.
+  virtual bool on_backend_stream() const { return false; }
+  // A sum all-reduce that may overlap what the backend runs next (gradient buckets during the
+  // backward): ordered after everything enqueued so far, it runs on a second stream beside
+  // what is enqueued after it, until join_async() orders the backend's stream after every
+  // such call. Host transports run it at once.
+  virtual void all_reduce_sum_async(void* buf, int64_t n, DType dtype) { all_reduce_sum(buf, n, dtype); }
+  virtual void join_async() {}
+  // Brackets host work that may wait behind collectives already enqueued on the backend's
+  // stream (NCCL: a training step's copies and loss reads wait for its all-reduces, which wait
+  // for every other rank): lasting longer than the timeout ends the process with one line, as
+  // a blocking collective does (collective_watchdog.h). Host transports time each call already.
+  virtual void begin_host_wait(const char* /*what*/) {}
+  virtual void end_host_wait() {}
+};
+
+// RAII: Communicator::begin_host_wait for a scope (nothing for a null communicator).
+class HostWait {
+ public:
+  HostWait(Communicator* comm, const char* what) : comm_(comm) {
+    if (comm_) comm_->begin_host_wait(what);
+  }
+  ~HostWait() {
+    if (comm_) comm_->end_host_wait();
+  }
+  HostWait(const HostWait&) = delete;
+  HostWait& operator=(const HostWait&) = delete;
+
+ private:
+  Communicator* comm_;
 };
 
 // One rank, no transport: what a run without a launcher uses.
 std::unique_ptr<Communicator> make_single_rank_communicator();
 
-// True when this process was started by an MPI launcher (mpirun, mpiexec, srun with PMI/PMIx).
-bool launched_by_mpi();
-
 // The communicator for a run on the backend named `backend` ("cpu", "cuda"), from how the
-// process was launched: MPI ranks under mpirun (CPU backend); one rank without a launcher.
-// Throws std::runtime_error, one line, for a launch it cannot serve: torchrun-style
-// variables (WORLD_SIZE > 1) without mpirun on the CPU, several ranks on the CUDA backend
-// (NCCL: not built yet), mpirun with a build that has no MPI.
-std::unique_ptr<Communicator> make_communicator(const std::string& backend);
+// process was launched (parallel/launch.h): one rank without a launcher; MPI ranks under
+// mpirun on the CPU backend; NCCL ranks on the CUDA backend, bootstrapped by MPI under mpirun
+// or by rank 0 over TCP under torchrun-style variables. `backend_stream` is the CUDA backend's
+// stream (Backend::native_stream()). A collective that waits longer than timeout_s for the
+// other ranks ends the process with one line (a rank died or hangs): never a hang.
+// Throws std::runtime_error, one line, for a launch it cannot serve: torchrun-style variables
+// on the CPU backend (CPU ranks are launched with mpirun), mpirun with a build without MPI,
+// several ranks on the CUDA backend of a build without NCCL.
+std::unique_ptr<Communicator> make_communicator(const Launch& launch, const std::string& backend,
+                                                void* backend_stream, double timeout_s);
 
 }  // namespace tt

@@ -1,7 +1,11 @@
 // MPI_COMM_WORLD as a Communicator. MPI counts are int: all-reduce and broadcast work in
 // chunks of at most 2^30 elements (elementwise, so chunking changes nothing); reduce-scatter
-// and all-gather need each rank's share to fit one call.
+// and all-gather need each rank's share to fit one call. Every blocking call runs under the
+// collective watchdog (collective_watchdog.h): a peer that died or hangs ends this rank too,
+// after --comm-timeout, with one line.
 #include "parallel/mpi_communicator.h"
+
+#include "parallel/collective_watchdog.h"
 
 #include <mpi.h>
 
@@ -46,7 +50,7 @@ void finalize_at_exit() {
 
 class MpiCommunicator final : public Communicator {
  public:
-  MpiCommunicator() {
+  explicit MpiCommunicator(double timeout_s) {
     int initialized = 0;
     check(MPI_Initialized(&initialized), "MPI_Initialized");
     if (!initialized) {
@@ -58,6 +62,7 @@ class MpiCommunicator final : public Communicator {
     check(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN), "MPI_Comm_set_errhandler");
     check(MPI_Comm_rank(MPI_COMM_WORLD, &rank_), "MPI_Comm_rank");
     check(MPI_Comm_size(MPI_COMM_WORLD, &size_), "MPI_Comm_size");
+    watchdog_ = std::make_unique<CollectiveWatchdog>(timeout_s, rank_);
   }
 
   int rank() const override { return rank_; }
@@ -69,12 +74,14 @@ class MpiCommunicator final : public Communicator {
     char* bytes = static_cast<char*>(buf);
     for (int64_t done = 0; done < n; done += kMaxChunk) {
       const int count = static_cast<int>(std::min(kMaxChunk, n - done));
+      WatchedCall watched(*watchdog_, "MPI_Allreduce");
       check(MPI_Allreduce(MPI_IN_PLACE, bytes + done * dtype_size(dtype), count, type, MPI_SUM, MPI_COMM_WORLD),
             "MPI_Allreduce");
     }
   }
 
   void reduce_scatter_sum(const void* send, void* recv, int64_t n, DType dtype) override {
+    WatchedCall watched(*watchdog_, "MPI_Reduce_scatter_block");
     check(MPI_Reduce_scatter_block(send, recv, count_of(n, "reduce_scatter_sum"), mpi_type(dtype), MPI_SUM,
                                    MPI_COMM_WORLD),
           "MPI_Reduce_scatter_block");
@@ -83,7 +90,11 @@ class MpiCommunicator final : public Communicator {
   void all_gather(const void* send, void* recv, int64_t n, DType dtype) override {
     const int count = count_of(n, "all_gather");
     const MPI_Datatype type = mpi_type(dtype);
-    check(MPI_Allgather(send, count, type, recv, count, type, MPI_COMM_WORLD), "MPI_Allgather");
+    // In place when this rank's chunk already sits at its slot of recv (ZeRO-1's parameters).
+    const bool in_place = send == static_cast<const char*>(recv) + static_cast<int64_t>(rank_) * n * dtype_size(dtype);
+    WatchedCall watched(*watchdog_, "MPI_Allgather");
+    check(MPI_Allgather(in_place ? MPI_IN_PLACE : send, count, type, recv, count, type, MPI_COMM_WORLD),
+          "MPI_Allgather");
   }
 
   void broadcast(void* buf, int64_t n, DType dtype, int root) override {
@@ -91,18 +102,25 @@ class MpiCommunicator final : public Communicator {
     char* bytes = static_cast<char*>(buf);
     for (int64_t done = 0; done < n; done += kMaxChunk) {
       const int count = static_cast<int>(std::min(kMaxChunk, n - done));
+      WatchedCall watched(*watchdog_, "MPI_Bcast");
       check(MPI_Bcast(bytes + done * dtype_size(dtype), count, type, root, MPI_COMM_WORLD), "MPI_Bcast");
     }
   }
 
-  void barrier() override { check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier"); }
+  void barrier() override {
+    WatchedCall watched(*watchdog_, "MPI_Barrier");
+    check(MPI_Barrier(MPI_COMM_WORLD), "MPI_Barrier");
+  }
 
  private:
   int rank_ = 0, size_ = 1;
+  std::unique_ptr<CollectiveWatchdog> watchdog_;
 };
 
 }  // namespace
 
-std::unique_ptr<Communicator> make_mpi_communicator() { return std::make_unique<MpiCommunicator>(); }
+std::unique_ptr<Communicator> make_mpi_communicator(double timeout_s) {
+  return std::make_unique<MpiCommunicator>(timeout_s);
+}
 
 }  // namespace tt

@@ -24,6 +24,16 @@
 #       12 layers, seq 1024), tinytrain fp32/bf16/fp16 (bf16 also with cuDNN attention) vs
 #       PyTorch eager fp32 / autocast bf16 / fp16 and torch.compile: ms/step, tokens/s,
 #       TFLOP/s, MFU vs a measured bf16 peak
+#   (f) NCCL, two ranks forked onto the GPU (run after (c), before the longer (d) and (e)):
+#       ctest -R '^nccl\.NcclCommunicator\.' (every collective against closed forms, the
+#       overlapped all-reduce in a CUDA graph, a dead rank; they must run, not skip; the other
+#       nccl-labelled tests are (g)'s), then nccl_busbw --ranks 2: the all-reduce table
+#       1 MiB..256 MiB and the busbw at the largest size (two ranks on one GPU talk through
+#       NCCL's socket transport: a check of the path, not of NVLink)
+#   (g) data-parallel training on 2 torchrun-style NCCL ranks on the GPU (after (f);
+#       tests/nccl/train_ranks.sh, also ctest's nccl.train_ranks.np2, left out of (c)): the
+#       losses of 10 steps against one process with buckets, one all-reduce and ZeRO-1 (within
+#       1e-4), then the seed workload's ms/step on 2 ranks with and without overlap and ZeRO-1
 # Exit status 0 only when every step passed and no CUDA test was skipped.
 #
 # Testing without a GPU: every step is recorded as failed or skipped, the JSON is still
@@ -91,8 +101,26 @@ if [ -n "$CUDNN_DIR" ]; then
     [ -d "$lib" ] && export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
   done
 fi
-export NVCC PY DEPS jobs CUDNN_DIR
-echo "gpu_check: nvcc ${NVCC:-none}, python with torch ${PY:-none}, bundle ${DEPS:-none}, cuDNN ${CUDNN_DIR:-none}, build $BUILD"
+# NCCL (the NCCL communicator, its tests and nccl_busbw): next to the toolkit, else the one in
+# PyTorch's wheels (site-packages/nvidia/nccl/lib/libnccl.so.2), when that wheel also has
+# include/nccl.h (the header must match the library). Its lib folder goes on LD_LIBRARY_PATH.
+NCCL_DIR=""
+if [ -n "$NVCC" ] && ls "$(dirname "$(dirname "$NVCC")")"/lib*/libnccl.so* >/dev/null 2>&1; then
+  NCCL_DIR=$(dirname "$(dirname "$NVCC")")
+elif [ -n "$PY" ]; then
+  NCCL_DIR=$("$PY" -c 'import glob, os, site
+dirs = site.getsitepackages() + [site.getusersitepackages()]
+hits = [h for d in dirs for h in sorted(glob.glob(os.path.join(d, "nvidia", "nccl*", "lib", "libnccl.so.2")))
+        if os.path.exists(os.path.join(os.path.dirname(os.path.dirname(h)), "include", "nccl.h"))]
+print(os.path.dirname(os.path.dirname(hits[0])) if hits else "")' 2>/dev/null)
+fi
+if [ -n "$NCCL_DIR" ]; then
+  for lib in "$NCCL_DIR"/lib64 "$NCCL_DIR"/lib; do
+    [ -d "$lib" ] && export LD_LIBRARY_PATH="$lib${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+  done
+fi
+export NVCC PY DEPS jobs CUDNN_DIR NCCL_DIR
+echo "gpu_check: nvcc ${NVCC:-none}, python with torch ${PY:-none}, bundle ${DEPS:-none}, cuDNN ${CUDNN_DIR:-none}, NCCL ${NCCL_DIR:-none}, build $BUILD"
 
 # ---- running steps --------------------------------------------------------------------------
 # step NAME CAP_S FUNCTION [ARGS...]: run FUNCTION in its own bash under `timeout`, the limit
@@ -178,6 +206,7 @@ s_configure() {
   [ -n "$NVCC" ] && args+=(-DCMAKE_CUDA_COMPILER="$NVCC")
   [ -n "$DEPS" ] && args+=(-DTINYTRAIN_DEPS_DIR="$DEPS")
   [ -n "$CUDNN_DIR" ] && args+=(-DCUDNN_ROOT="$CUDNN_DIR")
+  [ -n "$NCCL_DIR" ] && args+=(-DNCCL_ROOT="$NCCL_DIR")
   # A folder configured by another generator cannot be reused.
   if [ -f "$BUILD/CMakeCache.txt" ] && command -v ninja >/dev/null &&
      ! grep -q '^CMAKE_GENERATOR:INTERNAL=Ninja$' "$BUILD/CMakeCache.txt"; then
@@ -186,7 +215,7 @@ s_configure() {
   cmake --version | head -1
   echo "cmake ${args[*]}"
   cmake "${args[@]}" || return $?
-  grep -E '^(TINYTRAIN_DEPS_DIR|CMAKE_CUDA_COMPILER|CMAKE_CUDA_ARCHITECTURES|CMAKE_CXX_COMPILER|CUDNN_LIBRARY|CUDNN_INCLUDE_DIR):' "$BUILD/CMakeCache.txt"
+  grep -E '^(TINYTRAIN_DEPS_DIR|CMAKE_CUDA_COMPILER|CMAKE_CUDA_ARCHITECTURES|CMAKE_CXX_COMPILER|CUDNN_LIBRARY|CUDNN_INCLUDE_DIR|NCCL_LIBRARY|NCCL_INCLUDE_DIR):' "$BUILD/CMakeCache.txt"
   # Without a CUDA compiler the build silently leaves the CUDA parts out: that is a failure here.
   grep -Eq '^CMAKE_CUDA_COMPILER:[A-Z]*=.*nvcc$' "$BUILD/CMakeCache.txt" ||
     { echo "ERROR: configured without CUDA (no nvcc found)"; return 1; }
@@ -233,8 +262,9 @@ s_ctest() {
   cd "$BUILD" || return 1
   # 8 tests at a time, 2 OpenMP threads each: 16 cores without oversubscription. The CUDA
   # tests run on the GPU here (in both schedule registrations, which only the emulator uses);
-  # the mutants (label mutants) check the SIMT emulator, which CI runs, and are left out.
-  OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 ctest -j8 --output-on-failure --timeout 150 -LE mutants \
+  # the mutants (label mutants) check the SIMT emulator, which CI runs, and are left out; the
+  # NCCL tests (label nccl) run alone in (f).
+  OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 ctest -j8 --output-on-failure --timeout 150 -LE 'mutants|nccl' \
     --output-junit "$out/ctest_junit.xml"
   local rc=$?
   [ -f Testing/Temporary/LastTest.log ] && gzip -c Testing/Temporary/LastTest.log > "$out/LastTest.log.gz"
@@ -242,6 +272,32 @@ s_ctest() {
 }
 export -f s_ctest
 step ctest 240 s_ctest
+
+# ---- (f) NCCL: two ranks on the GPU -------------------------------------------------------------
+s_nccl_ctest() {  # the NCCL tests must run here: a skip is a failure
+  [ -f "$BUILD/CTestTestfile.cmake" ] || { echo "no $BUILD/CTestTestfile.cmake"; return 1; }
+  cd "$BUILD" || return 1
+  ctest -R '^nccl\.NcclCommunicator\.' --output-on-failure 2>&1 | tee "$BUILD/nccl_ctest.log"
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 0 ] || return "$rc"
+  grep -q "tests passed" "$BUILD/nccl_ctest.log" || { echo "ERROR: no NCCL tests (a build without NCCL?)"; return 1; }
+  if grep -q "Skipped" "$BUILD/nccl_ctest.log"; then echo "ERROR: NCCL tests skipped on the GPU machine"; return 1; fi
+}
+s_nccl_busbw() {
+  [ -x "$BUILD/nccl_busbw" ] || { echo "no $BUILD/nccl_busbw (built when CMake finds NCCL: NCCL_ROOT)"; return 1; }
+  "$BUILD/nccl_busbw" --ranks 2 --timeout 60
+}
+export -f s_nccl_ctest s_nccl_busbw
+step nccl_ctest 200 s_nccl_ctest
+step nccl_busbw 120 s_nccl_busbw
+
+# ---- (g) data-parallel training on 2 ranks ------------------------------------------------------
+s_train_ranks() {
+  [ -x "$BUILD/tinytrain" ] || { echo "no $BUILD/tinytrain"; return 1; }
+  bash "$root/tests/nccl/train_ranks.sh" "$BUILD/tinytrain" 2
+}
+export -f s_train_ranks
+step train_ranks 200 s_train_ranks
 
 # ---- (d) verify on the GPU ------------------------------------------------------------------
 s_verify() {  # s_verify REFERENCE [FLAGS...]
@@ -356,7 +412,7 @@ if "binary" in by:
             nums[key] = int(m.group(1))
     nums["unresolved_libraries"] = re.findall(r"^\s*(\S+) => not found", t, re.M)
     libs = {}
-    for lib in ("libopenblas", "libgfortran", "libcudart", "libcublasLt", "libcudnn", "libgomp"):
+    for lib in ("libopenblas", "libgfortran", "libcudart", "libcublasLt", "libcudnn", "libnccl", "libgomp"):
         m = re.search(r"^\s*(" + lib + r"\S*) => (\S+)", t, re.M)
         if m:
             libs[m.group(1)] = m.group(2)
@@ -370,11 +426,11 @@ if "build" in by and by["build"]["status"] != "skipped":
 # (c) ctest: result lines `12/282 Test  #7: Name ....   Passed    0.33 sec` (or ***Skipped,
 # ***Failed, ***Timeout, ***Exception: SegFault, ***Not Run); the last status word before the
 # time is the status, whatever the name holds.
+CTEST_RESULT = re.compile(r"^\s*\d+/\d+ Test\s+#\d+: (\S+)(?: .*)?[ .](?:\*\*\*)?"
+                          r"(Passed|Failed|Skipped|Timeout|Exception|Not Run|Disabled)\b[^\n]*?\s[0-9.]+ sec\s*$", re.M)
 t = read("ctest")
 res = {}
-for m in re.finditer(r"^\s*\d+/\d+ Test\s+#\d+: (\S+)(?: .*)?[ .](?:\*\*\*)?"
-                     r"(Passed|Failed|Skipped|Timeout|Exception|Not Run|Disabled)\b[^\n]*?\s[0-9.]+ sec\s*$",
-                     t, re.M):
+for m in CTEST_RESULT.finditer(t):
     res[m.group(1)] = m.group(2)
 if "ctest" in by:
     passed = sorted(n for n, r in res.items() if r == "Passed")
@@ -444,6 +500,39 @@ try:
 except (OSError, ValueError):
     summary["bench"] = None
 
+# (f) NCCL: the tests' results, and nccl_busbw's table (`bytes time_us algbw_GB/s busbw_GB/s`)
+# with its closing `busbw at <bytes> bytes: <GB/s> GB/s`
+if "nccl_ctest" in by:
+    nres = {m.group(1): m.group(2) for m in CTEST_RESULT.finditer(read("nccl_ctest"))}
+    by["nccl_ctest"]["numbers"] = {
+        "passed": sum(r == "Passed" for r in nres.values()),
+        "skipped": sum(r == "Skipped" for r in nres.values()),
+        "failed_names": sorted(f"{n} ({r})" for n, r in nres.items() if r not in ("Passed", "Skipped"))}
+t = read("nccl_busbw")
+if "nccl_busbw" in by:
+    rows = [{"bytes": int(m.group(1)), "time_us": float(m.group(2)), "algbw_gbs": float(m.group(3)),
+             "busbw_gbs": float(m.group(4))}
+            for m in re.finditer(r"^\s*(\d+)\s+([0-9.]+)\s+([0-9.]+)\s+([0-9.]+)\s*$", t, re.M)]
+    nums = {"rows": rows}
+    m = re.search(r"^nccl_busbw: (\d+) rank\(s\), (.*); NCCL ([0-9.]+);", t, re.M)
+    if m:
+        nums.update({"ranks": int(m.group(1)), "launch": m.group(2), "nccl_version": m.group(3)})
+    m = re.search(r"^busbw at (\d+) bytes: ([0-9.]+) GB/s", t, re.M)
+    if m:
+        nums.update({"largest_bytes": int(m.group(1)), "busbw_gbs": float(m.group(2))})
+    by["nccl_busbw"]["numbers"] = nums
+    summary["nccl"] = {k: nums.get(k) for k in ("ranks", "launch", "nccl_version", "largest_bytes", "busbw_gbs")}
+# (g) `bucket1: 2 ranks, worst loss difference 1.2e-06 over 10 steps` and
+# `seed, 2 ranks, overlap (--bucket-mb 1): done: 100 steps | ... | 1.23 ms/step | 2 ranks`
+t = read("train_ranks")
+if "train_ranks" in by:
+    nums = {"worst_loss_difference": {m.group(1): float(m.group(2)) for m in
+                                      re.finditer(r"^(\w+): \d+ ranks, worst loss difference (\S+)", t, re.M)},
+            "ms_per_step": {m.group(1): float(m.group(2)) for m in
+                            re.finditer(r"^seed, ([^:]+): done: .*?\| ([0-9.]+) ms/step", t, re.M)}}
+    by["train_ranks"]["numbers"] = nums
+    summary["data_parallel"] = nums
+
 problems = [f"{s['name']}: {s['status']}" for s in steps
             if s["status"] not in ("pass",) and not s.get("note", "").startswith("GPU_CHECK_SKIP_BUILD")]
 ct = summary.get("ctest")
@@ -471,6 +560,10 @@ for s in steps:
         extra = f"{n['rows']} rows, worst {w['row']} {w['max_err']:.3e} / tol {w['tol']:.3e}"
     elif s["name"] == "bench" and n:
         extra = "; ".join(f"{k} {v['ms_per_step']} ms" if v["ok"] else f"{k} failed" for k, v in n.items())
+    elif s["name"] == "nccl_ctest" and n:
+        extra = f"passed {n['passed']} skipped {n['skipped']} failures {n['failed_names'][:5]}"
+    elif s["name"] == "nccl_busbw" and n.get("busbw_gbs") is not None:
+        extra = f"busbw {n['busbw_gbs']} GB/s at {n['largest_bytes']} bytes ({n.get('launch')})"
     elif s["name"] == "binary" and n:
         extra = f"sm_90 cubins {n.get('sm_90_cubins')}, ptx {n.get('compute_90_ptx')}, unresolved {n['unresolved_libraries']}"
     print(f"{s['name']:<40} {s['status']:<8} {s['seconds']:7.1f}s  {extra}")

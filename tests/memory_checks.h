@@ -88,6 +88,7 @@ struct RunOptions {
   bool train_step = false;  // Trainer::train_step(use_graph) instead of forward_backward + optimizer_step
   bool use_graph = false;
   Communicator* comm = nullptr;  // ranks sharing the batch (tests/mpi); nullptr: one rank
+  DataParallelOptions data_parallel;  // with comm: ZeRO-1, gradient buckets
 };
 
 struct RunResult {
@@ -109,7 +110,7 @@ inline RunResult run_steps(Backend& backend, const MemoryCase& mc, const RunOpti
   AdamWConfig opt;
   opt.lr = o.lr;
   Trainer trainer(backend, mc.config, opt, o.B, mc.T, o.seed, o.precision, loss_scaler_for(o.precision), o.recompute,
-                  o.grad_accum, o.comm);
+                  o.grad_accum, o.comm, o.data_parallel);
   trainer.load_params(init_params(trainer.model().layout(), o.seed).data());
   std::vector<int32_t> x(static_cast<size_t>(o.B) * mc.T), y(x.size());
   RunResult r;
@@ -124,6 +125,9 @@ inline RunResult run_steps(Backend& backend, const MemoryCase& mc, const RunOpti
     }
     trainer.forward_backward();
     if (s == 0) r.first_grads = read_floats(backend, trainer.model().grads());
+    if (s == 0 && o.comm && o.comm->world_size() > 1 && o.data_parallel.zero_stage == 1)  // (host memory)
+      // ZeRO-1 sums the gradients inside optimizer_step, one shard per rank: sum this rank's here
+      o.comm->all_reduce_sum(r.first_grads.data(), static_cast<int64_t>(r.first_grads.size()), DType::F32);
     r.losses.push_back(trainer.read_loss());
     trainer.optimizer_step();
   }

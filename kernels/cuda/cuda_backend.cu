@@ -33,7 +33,9 @@ std::string mib(size_t bytes) {
 
 CudaBackend::CudaBackend(const CudaOptions& options) : options_(options) {
   try {
-    CUDA_CHECK(cudaSetDevice(0));
+    // The device is per thread: this thread's later CUDA calls (and the NCCL communicator
+    // made on our stream) use it too.
+    CUDA_CHECK(cudaSetDevice(options.device));
     // Non-blocking: our stream never waits on work that other libraries put on the legacy
     // default stream, and vice versa.
     CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
@@ -260,8 +262,8 @@ void CudaBackend::replay_graph() {
 
 std::unique_ptr<Backend> make_cuda_backend(const CudaOptions& options) {
   // query_cuda_device asks cudaGetDeviceCount first and explains, in one line, why a GPU is
-  // not usable (no driver, no device, device 0 unavailable).
-  const CudaDeviceInfo gpu = query_cuda_device();
+  // not usable (no driver, no such device, the device unavailable).
+  const CudaDeviceInfo gpu = query_cuda_device(options.device);
   if (!gpu.usable) throw std::runtime_error(gpu.reason);
   return std::make_unique<CudaBackend>(options);
 }

@@ -30,6 +30,7 @@ class CudaBackend final : public Backend {
   void copy_to_host(void* dst, const void* src, size_t bytes) override;
   void fill_zero(Tensor t) override;
   void synchronize() override;
+  void* native_stream() override { return stream_; }
 
   bool supports_graphs() const override { return true; }
   void begin_capture() override;

@@ -15,6 +15,8 @@
 namespace tt {
 namespace {
 
+bool launched_by_mpi() { return detect_launch().kind == Launch::Kind::Mpi; }
+
 Communicator& comm() {
   static std::unique_ptr<Communicator> c = launched_by_mpi() ? make_mpi_communicator() : make_single_rank_communicator();
   return *c;
@@ -90,6 +92,17 @@ TEST(Communicator, BroadcastCopiesTheRootsValues) {
     for (int64_t i = 0; i < 100; ++i) ASSERT_EQ(buf[i], value(root, i)) << "root " << root;
   }
   comm().barrier();
+}
+
+// ZeRO-1's parameter step: each rank's shard already sits at its slot of the whole buffer.
+TEST(Communicator, AllGatherInPlace) {
+  const int W = comm().world_size(), r = comm().rank();
+  const int64_t n = 37;
+  std::vector<float> whole(static_cast<size_t>(W) * n, -1.0f);
+  for (int64_t i = 0; i < n; ++i) whole[r * n + i] = value(r, i);
+  comm().all_gather(whole.data() + r * n, whole.data(), n, DType::F32);
+  for (int q = 0; q < W; ++q)
+    for (int64_t i = 0; i < n; ++i) ASSERT_EQ(whole[q * n + i], value(q, i)) << "shard " << q;
 }
 
 TEST(Communicator, HalfPrecisionSumsAreRefusedNotMisread) {

@@ -4,12 +4,16 @@
 // the first step's gradients, every loss, and the final parameters (fp32) or each tensor's
 // update (bf16, fp16), within the tolerances of gradient accumulation (tests/memory_checks.h),
 // which splits the batch the same way (by rows, keeping each row's global dropout masks).
+// Every case runs with the gradients all-reduced once after the backward, in small buckets
+// during it, and with ZeRO-1 (reduce-scatter, a shard's AdamW, all-gather): the same sums in
+// another order, so the same tolerances.
 #include <gtest/gtest.h>
 
 #include <memory>
 
 #include "engine/backend_select.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "engine/memory_plan.h"
 #include "parallel/communicator.h"
 #include "tests/memory_checks.h"
 
@@ -19,8 +23,19 @@ namespace {
 using namespace test;
 
 Communicator& comm() {
-  static std::unique_ptr<Communicator> c = make_communicator("cpu");
+  static std::unique_ptr<Communicator> c = make_communicator(detect_launch(), "cpu", nullptr, 300);
   return *c;
+}
+
+// One all-reduce after the backward; buckets of 1 KiB (256 floats: one per finished layer,
+// so the all-reduces really interleave with the backward); ZeRO-1.
+std::vector<DataParallelOptions> data_parallel_variants() {
+  return {DataParallelOptions{0, 0.0}, DataParallelOptions{0, 1.0 / 1024}, DataParallelOptions{1, 0.0}};
+}
+
+std::string variant_name(const DataParallelOptions& dp) {
+  if (dp.zero_stage == 1) return "zero 1";
+  return dp.bucket_mib > 0 ? "buckets" : "one all-reduce";
 }
 
 void check_data_parallel(float dropout, Precision precision) {
@@ -39,14 +54,17 @@ void check_data_parallel(float dropout, Precision precision) {
     stats.tol = tol;
     const RunResult single = run_steps(*cpu, mc, o);
     o.comm = &comm();
-    for (int K : {1, 2}) {  // and with gradient accumulation inside each rank
-      if (o.B / comm().world_size() % K != 0) continue;
-      o.grad_accum = K;
-      SCOPED_TRACE(std::string(mc.name) + ", " + std::to_string(comm().world_size()) + " ranks, grad_accum " +
-                   std::to_string(K));
-      const RunResult ranks = run_steps(*cpu, mc, o);
-      expect_same_training(layout, init, single, ranks, tol, o, std::string(mc.name) + " K=" + std::to_string(K),
-                           stats);
+    for (const DataParallelOptions& dp : data_parallel_variants()) {
+      for (int K : {1, 2}) {  // and with gradient accumulation inside each rank
+        if (o.B / comm().world_size() % K != 0) continue;
+        o.grad_accum = K;
+        o.data_parallel = dp;
+        const std::string what = std::string(mc.name) + ", " + std::to_string(comm().world_size()) + " ranks, " +
+                                 variant_name(dp) + ", grad_accum " + std::to_string(K);
+        SCOPED_TRACE(what);
+        const RunResult ranks = run_steps(*cpu, mc, o);
+        expect_same_training(layout, init, single, ranks, tol, o, what, stats);
+      }
     }
   }
   if (comm().rank() == 0) print_accumulation_stats(precision_name(precision), stats);
@@ -59,6 +77,49 @@ TEST(DataParallel, Fp32WithDropoutMatchesTheSingleProcess) { check_data_parallel
 TEST(DataParallel, Fp32WithoutDropoutMatchesTheSingleProcess) { check_data_parallel(0.0f, Precision::FP32); }
 TEST(DataParallel, Bf16MatchesTheSingleProcess) { check_data_parallel(0.1f, Precision::BF16); }
 TEST(DataParallel, Fp16WithLossScalingMatchesTheSingleProcess) { check_data_parallel(0.1f, Precision::FP16); }
+
+// The bucket cuts: with 1 KiB buckets every finished layer (and the head) starts its own
+// all-reduce during the backward; with 0, one all-reduce after it.
+TEST(DataParallel, SmallBucketsAreSentDuringTheBackward) {
+  set_cpu_threads(1);
+  auto cpu = make_cpu_backend();
+  const ModelConfig config = test::small_model(8, 0.0f);
+  for (double bucket_mib : {0.0, 1.0 / 1024}) {
+    Trainer trainer(*cpu, config, AdamWConfig{}, 4 * comm().world_size(), 8, 1, Precision::FP32, LossScalerConfig{},
+                    Recompute::None, 1, &comm(), DataParallelOptions{0, bucket_mib});
+    trainer.load_params(init_params(trainer.model().layout(), 1).data());
+    std::vector<int32_t> x(static_cast<size_t>(4) * comm().world_size() * 8, 1), y(x.size(), 2);
+    trainer.load_batch(x.data(), y.data(), 0);
+    trainer.forward_backward();
+    // head (+ final norm), n_layer layers, embedding: each at least 256 floats in small_model
+    EXPECT_EQ(trainer.buckets_per_step(), bucket_mib > 0 ? config.n_layer + 2 : 1) << bucket_mib << " MiB";
+  }
+}
+
+// ZeRO-1 keeps 1/W of AdamW's state per rank: what the plan says is what the trainer holds,
+// and the optimizer group shrinks by (W-1)/W (the shard's summed gradients count as weights).
+TEST(DataParallel, ZeroOneHoldsWhatThePlanSays) {
+  auto cpu = make_cpu_backend();
+  TrainOptions o;
+  o.model = test::small_model(8, 0.0f);
+  o.run.batch = 2 * comm().world_size();
+  o.run.seq = 8;
+  o.ranks = comm().world_size();
+  size_t optimizer_bytes[2];
+  for (int zero : {0, 1}) {
+    o.data_parallel.zero_stage = zero;
+    const MemoryPlan plan = plan_training(o, "cpu");
+    Trainer trainer(*cpu, o.model, o.optimizer, o.run.batch, o.run.seq, 1, Precision::FP32, LossScalerConfig{},
+                    Recompute::None, 1, &comm(), o.data_parallel);
+    EXPECT_EQ(trainer.bytes(), plan.device_bytes()) << "zero " << zero;
+    optimizer_bytes[zero] = plan.group_bytes("optimizer");
+  }
+  // zero 0: exp_avg + exp_avg_sq (2P floats); zero 1: the same for one shard (2 P/W, the
+  // shard rounded up to 64 floats), each arena rounded up to its alignment
+  const double P = static_cast<double>(ParamLayout(o.model).total()), W = comm().world_size();
+  EXPECT_NEAR(static_cast<double>(optimizer_bytes[0]), 2 * 4 * P, 1024.0);
+  EXPECT_NEAR(static_cast<double>(optimizer_bytes[1]), 2 * 4 * P / W, 2 * 4 * 64 + 1024.0);
+}
 
 // The batch must split evenly: one line naming both numbers.
 TEST(DataParallel, BatchNotDivisibleByTheRanksIsRefused) {

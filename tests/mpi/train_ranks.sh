@@ -28,8 +28,9 @@ paste -d' ' <(awk '{print $2, $5}' "$work/one.steps") <(awk '{print $5}' "$work/
   awk '{d = $2 - $3; if (d < 0) d = -d; printf "step %s: one process %s, ranks %s\n", $1, $2, $3; if (d > 1e-4) bad = 1}
        END {exit bad}' || { echo "FAIL: a loss differs by more than 1e-4"; status=1; }
 grep -q "| $W ranks" "$work/ranks.log" || { echo "FAIL: the speed line does not say $W ranks"; status=1; }
-if WORLD_SIZE=2 "$bin" "${flags[@]}" > "$work/torchrun.log" 2>&1 || ! grep -q "launched with mpirun" "$work/torchrun.log"; then
-  cat "$work/torchrun.log"; echo "FAIL: WORLD_SIZE=2 without mpirun must be refused in one line"; status=1
+if WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29400 "$bin" "${flags[@]}" > "$work/torchrun.log" 2>&1 ||
+   ! grep -q "CPU ranks are launched with mpirun" "$work/torchrun.log" || [ "$(wc -l < "$work/torchrun.log")" -ne 1 ]; then
+  cat "$work/torchrun.log"; echo "FAIL: torchrun-style variables on the CPU backend must be refused in one line"; status=1
 fi
 if "$mpiexec" --oversubscribe -np "$W" "$bin" "${model[@]}" --batch $((W + 1)) > "$work/odd.log" 2>&1 ||
    ! grep -q "must be divisible by the $W ranks" "$work/odd.log"; then
