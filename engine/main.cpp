@@ -1,4 +1,5 @@
-// The tinytrain command line: `train` (the seed workload by default), `plan` and `verify`.
+// The tinytrain command line: `train` (the seed workload by default), `plan`, `verify` and
+// `prepare` (text files to token shards, data/prepare.h).
 // Every user error ends as one line on stderr and exit code 1 (2 for bad flags).
 #include <CLI/CLI.hpp>
 #include <climits>
@@ -6,7 +7,9 @@
 #include <cstdint>
 #include <iostream>
 
+#include "data/prepare.h"
 #include "engine/backend_select.h"
+#include "engine/checkpoint.h"
 #include "engine/checked_input.h"
 #include "engine/config.h"
 #include "engine/memory_plan.h"
@@ -190,6 +193,17 @@ int main(int argc, char** argv) {
                         "several ranks: seconds a collective may wait for the others before this rank stops (a rank "
                         "died or hangs)")
       ->capture_default_str();
+  // Checkpoints (engine/checkpoint.h): train-only flags, so `plan` takes the same model flags.
+  CheckpointOptions& ckpt = train.checkpoint;
+  train_cmd->add_option("--save-dir", ckpt.save_dir,
+                        "save checkpoints as DIR/ckpt_<step>.safetensors (after the last step at least)");
+  add_int_option(train_cmd, "--save-every", ckpt.save_every,
+                 "with --save-dir: save after every N steps too (0: the last only)", 0, INT_MAX);
+  add_int_option(train_cmd, "--keep", ckpt.keep, "with --save-dir: keep the newest K checkpoints, delete older (0: all)",
+                 0, INT_MAX);
+  train_cmd->add_option("--resume", ckpt.resume,
+                        "continue from a checkpoint: a file, or a directory's latest (same model, optimizer, precision, "
+                        "seed, batch, seq)");
 
   CLI::App* plan_cmd = app.add_subcommand("plan", "print the memory plan of `train` with the same flags, allocating nothing");
   add_train_flags(plan_cmd, train, activation, pos_embedding, seed);
@@ -208,10 +222,24 @@ int main(int argc, char** argv) {
       ->required();
   add_common(verify_cmd);
 
+  PrepareOptions prepare;
+  std::string prepare_seed = std::to_string(prepare.seed);
+  CLI::App* prepare_cmd = app.add_subcommand("prepare", "text files to token shards and a tokenizer (docs/toy-lm.md)");
+  prepare_cmd->add_option("--input", prepare.inputs, "text files and directories (walked recursively)")->required();
+  prepare_cmd->add_option("--out", prepare.out_dir, "output directory: train.bin, val.bin, tokenizer.json")->required();
+  prepare_cmd->add_option("--tokenizer", prepare.tokenizer, "bpe (SentencePiece, trained here) | byte")
+      ->capture_default_str();
+  add_int_option(prepare_cmd, "--vocab-size", prepare.vocab_size, "bpe vocabulary size (0: 4096)");
+  prepare_cmd->add_option("--val-fraction", prepare.val_fraction, "share of documents held out for val, in (0, 0.5]")
+      ->capture_default_str();
+  prepare_cmd->add_option("--seed", prepare_seed, "seed of the train/val split and the tokenizer, in [0, 2^63)")
+      ->capture_default_str();
+
   // CLI11 would call an unknown command "no subcommand"; name it instead.
   if (argc > 1 && argv[1][0] != '-' && std::string(argv[1]) != "train" && std::string(argv[1]) != "verify" &&
-      std::string(argv[1]) != "plan") {
-    std::cerr << "error: unknown command '" << argv[1] << "' (expected train, plan or verify; see --help)" << std::endl;
+      std::string(argv[1]) != "plan" && std::string(argv[1]) != "prepare") {
+    std::cerr << "error: unknown command '" << argv[1] << "' (expected train, plan, verify or prepare; see --help)"
+              << std::endl;
     return 2;
   }
   try {
@@ -226,6 +254,11 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (*prepare_cmd) {
+      prepare.seed = parse_integer(prepare_seed, 0, INT64_MAX, "invalid config: --seed");
+      run_prepare(prepare, std::cout);
+      return 0;
+    }
     set_cpu_threads(threads);
     // --attention cudnn: the CUDA backend says, once its model is planned, whether cuDNN
     // serves the attention (a line "attention: ..."); other backends have no cuDNN.
@@ -243,6 +276,7 @@ int main(int argc, char** argv) {
       train.recompute = parse_recompute(recompute);
       validate_loss_scaler(train.loss_scaler);
       check_data_parallel(train.data_parallel);
+      check_checkpoint_options(train.checkpoint);
       if (train.log_every <= 0)
         throw InputError("invalid config: --log-every must be positive, got " + std::to_string(train.log_every));
       if (!(std::isfinite(comm_timeout) && comm_timeout > 0))

@@ -6,9 +6,13 @@
 #include <cmath>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
+#include <map>
 #include <memory>
+#include <string>
 #include <vector>
 
+#include "engine/checkpoint.h"
 #include "engine/data.h"
 #include "engine/init.h"
 #include "engine/memory_plan.h"
@@ -112,6 +116,64 @@ void Trainer::collective(Collective&& call) {
 void Trainer::load_params(const float* host) {
   backend_.copy_to_device(model_.params().data, host, model_.params().bytes());
   model_.refresh_working_weights();
+}
+
+TrainingState Trainer::read_state() {
+  const int64_t P = model_.layout().total();
+  const AdamWState adamw = optimizer_.state();
+  TrainingState state;
+  state.params = read_floats(model_.params());
+  if (grad_shard_) {
+    // ZeRO-1: rank r holds the moments of [r S, (r+1) S). all_gather lays the W shards out
+    // end to end, which is the flat buffer padded to W S elements: its first P are the moments.
+    const int64_t shard = model_.layout().shard_elements(comm_->world_size());
+    const Tensor gathered = model_.grads_padded();
+    auto gather = [&](Tensor moment) {
+      if (!comm_->on_backend_stream()) backend_.synchronize();  // the host transport reads backend memory now
+      comm_->all_gather(moment.data, gathered.data, shard, DType::F32);
+      return read_floats(Tensor{gathered.data, DType::F32, Shape{P}});
+    };
+    state.exp_avg = gather(adamw.exp_avg);
+    state.exp_avg_sq = gather(adamw.exp_avg_sq);
+  } else {
+    state.exp_avg = read_floats(adamw.exp_avg);
+    state.exp_avg_sq = read_floats(adamw.exp_avg_sq);
+  }
+  backend_.copy_to_host(&state.adamw_step, adamw.step_count.data, sizeof(int32_t));
+  const LossScalerStatus scaler = scaler_.read();
+  state.loss_scale = scaler.scale;
+  state.growth_tracker = scaler.growth_tracker;
+  state.skipped_steps = scaler.skipped_steps;
+  state.first_skipped_step = scaler.first_skipped_step;
+  return state;
+}
+
+void Trainer::load_state(const TrainingState& state) {
+  load_params(state.params.data());
+  const AdamWState adamw = optimizer_.state();
+  // This rank's elements of the moments: all P, or under ZeRO-1 the part below P of its shard
+  // [r S, (r+1) S). The shard's padding past P was zero-filled by the allocation, and AdamW
+  // keeps zeros at zero.
+  const int64_t P = model_.layout().total(), n = adamw.exp_avg.numel();
+  const int64_t first = grad_shard_ ? comm_->rank() * n : 0;
+  const int64_t count = std::max<int64_t>(0, std::min(n, P - first));
+  auto load_moment = [&](Tensor moment, const std::vector<float>& all) {
+    if (count > 0) backend_.copy_to_device(moment.data, all.data() + first, count * sizeof(float));
+  };
+  load_moment(adamw.exp_avg, state.exp_avg);
+  load_moment(adamw.exp_avg_sq, state.exp_avg_sq);
+  backend_.copy_to_device(adamw.step_count.data, &state.adamw_step, sizeof(int32_t));
+  const LossScalerState& s = scaler_.state();
+  backend_.copy_to_device(s.scale.data, &state.loss_scale, sizeof(float));
+  backend_.copy_to_device(s.growth_tracker.data, &state.growth_tracker, sizeof(int32_t));
+  backend_.copy_to_device(s.skipped_steps.data, &state.skipped_steps, sizeof(int32_t));
+  backend_.copy_to_device(s.first_skipped_step.data, &state.first_skipped_step, sizeof(int32_t));
+}
+
+std::vector<float> Trainer::read_floats(Tensor t) const {
+  std::vector<float> host(static_cast<size_t>(t.numel()));
+  backend_.copy_to_host(host.data(), t.data, t.bytes());
+  return host;
 }
 
 void Trainer::load_batch(const int32_t* x, const int32_t* y, uint32_t step) {
@@ -260,14 +322,48 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
   }
   Trainer& trainer = *owned;
   if (!trainer.model().attention_note().empty()) log << "attention: " << trainer.model().attention_note() << std::endl;
-  trainer.load_params(init_params(trainer.model().layout(), o.run.seed).data());
+  using Clock = std::chrono::steady_clock;
+  auto ms_since = [](Clock::time_point start) {
+    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+  };
+  // " (15.1 MB, 45 ms)": a checkpoint's size (MiB, like the alloc) and the time it took.
+  auto size_and_time = [](const std::string& path, double ms) {
+    std::error_code ec;
+    const double mib = static_cast<double>(std::filesystem::file_size(path, ec)) / (1024.0 * 1024.0);
+    char text[64];
+    std::snprintf(text, sizeof(text), " (%.1f MB, %.0f ms)", ec ? 0.0 : mib, ms);
+    return std::string(text);
+  };
+  // What the batches are: a checkpoint of one data source never resumes on another.
+  const std::map<std::string, std::string> data_identity = {{"data", "random"}};
+  const CheckpointOptions& ckpt = o.checkpoint;
+  // The first step to train: 0, or the steps a checkpoint has completed. Loading happens before
+  // the first step, so graph capture and everything after it are those of a fresh run.
+  int start = 0;
+  if (ckpt.resume.empty()) {
+    trainer.load_params(init_params(trainer.model().layout(), o.run.seed).data());
+  } else {
+    const Clock::time_point load_start = Clock::now();
+    const std::string path = find_resume_checkpoint(ckpt.resume);
+    start = load_checkpoint(path, trainer, o, data_identity);
+    backend.synchronize();
+    log << "checkpoint: resumed from " << path << " at step " << start << size_and_time(path, ms_since(load_start))
+        << std::endl;
+    if (start >= o.run.steps) {
+      log << "checkpoint: step " << start << " is at or past --steps " << o.run.steps << ": nothing to train"
+          << std::endl;
+      return;
+    }
+  }
+  if (!ckpt.save_dir.empty() && trainer.rank() == 0) create_checkpoint_dir(ckpt.save_dir);
   std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
   const double alloc_mb = static_cast<double>(trainer.bytes()) / (1024.0 * 1024.0);
 
   // Speed: the step time is the median over the windows between log points (each log
-  // reads the loss and so waits for the backend); the window ending at step 0 is not timed, so
-  // one-time costs (first touch of memory, GEMM plans, graph capture) stay out of the median
-  // as long as there are a few windows.
+  // reads the loss and so waits for the backend); the first window (ending at step 0 unless
+  // resumed) is not timed, so one-time costs (first touch of memory, GEMM plans, graph
+  // capture) stay out of the median as long as there are a few windows. Time spent saving
+  // checkpoints is taken out of its window.
   // Without dynamic scaling a skipped step means the gradients (and so the loss) went
   // non-finite: stop rather than train on garbage. fp16 skips and recovers by design.
   auto stop_if_diverged = [&](const LossScalerStatus& status) {
@@ -276,37 +372,57 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
                        std::to_string(status.first_skipped_step) + " (" + precision_name(o.precision) +
                        " has no loss scaling to recover; try a lower --lr)");
   };
-  using Clock = std::chrono::steady_clock;
   std::vector<double> window_ms_per_step;
   Clock::time_point window_start = Clock::now();
-  int window_first_step = 0;
+  int window_first_step = start;
+  bool first_window = true;
+  double window_saving_ms = 0;
   auto close_window = [&](int next_step) {
-    const Clock::time_point now = Clock::now();
-    if (window_first_step > 0)
-      window_ms_per_step.push_back(std::chrono::duration<double, std::milli>(now - window_start).count() /
-                                   (next_step - window_first_step));
-    window_start = now;
+    if (!first_window)
+      window_ms_per_step.push_back((ms_since(window_start) - window_saving_ms) / (next_step - window_first_step));
+    first_window = false;
+    window_start = Clock::now();
     window_first_step = next_step;
+    window_saving_ms = 0;
   };
-  for (int step = 0; step < o.run.steps; ++step) {
-    // (several ranks: a step that waits on its collectives longer than --comm-timeout ends the run)
-    const HostWait guard(comm, "a training step");
-    random_batch(o.run.seed, static_cast<uint32_t>(step), B, T, o.model.vocab_size, x.data(), y.data());
-    trainer.load_batch(x.data(), y.data(), static_cast<uint32_t>(step));
-    trainer.train_step(o.cuda_graph);
-    if (step % o.log_every == 0) {  // the loss of this step's forward, before its update
-      const double loss = trainer.read_loss();
-      const LossScalerStatus status = trainer.scaler().read();
-      close_window(step + 1);
-      stop_if_diverged(status);
-      char line[192];
-      if (scaler.dynamic)
-        std::snprintf(line, sizeof(line), "step %3d | loss %.4f | scale %g | skipped %d | alloc %.1f MB", step, loss,
-                      status.scale, status.skipped_steps, alloc_mb);
-      else
-        std::snprintf(line, sizeof(line), "step %3d | loss %.4f | alloc %.1f MB", step, loss, alloc_mb);
-      log << line << std::endl;
+  // A checkpoint after `done` completed steps (every --save-every, and the last): every rank
+  // takes part (ZeRO-1 gathers the moments), rank 0 writes, then deletes beyond --keep.
+  auto save_after = [&](int done) {
+    const bool due = done == o.run.steps || (ckpt.save_every > 0 && done % ckpt.save_every == 0);
+    if (ckpt.save_dir.empty() || !due) return;
+    const HostWait guard(comm, "a checkpoint save");
+    backend.synchronize();  // (the steps before it are not the save's time)
+    const Clock::time_point save_start = Clock::now();
+    const std::string path = checkpoint_path(ckpt.save_dir, done);
+    save_checkpoint(path, trainer, done, o, data_identity);
+    if (trainer.rank() != 0) return;
+    prune_checkpoints(ckpt.save_dir, ckpt.keep);
+    const double ms = ms_since(save_start);
+    window_saving_ms += ms;
+    log << "checkpoint: " << path << size_and_time(path, ms) << std::endl;
+  };
+  for (int step = start; step < o.run.steps; ++step) {
+    {
+      // (several ranks: a step that waits on its collectives longer than --comm-timeout ends the run)
+      const HostWait guard(comm, "a training step");
+      random_batch(o.run.seed, static_cast<uint32_t>(step), B, T, o.model.vocab_size, x.data(), y.data());
+      trainer.load_batch(x.data(), y.data(), static_cast<uint32_t>(step));
+      trainer.train_step(o.cuda_graph);
+      if (step % o.log_every == 0) {  // the loss of this step's forward, before its update
+        const double loss = trainer.read_loss();
+        const LossScalerStatus status = trainer.scaler().read();
+        close_window(step + 1);
+        stop_if_diverged(status);
+        char line[192];
+        if (scaler.dynamic)
+          std::snprintf(line, sizeof(line), "step %3d | loss %.4f | scale %g | skipped %d | alloc %.1f MB", step,
+                        loss, status.scale, status.skipped_steps, alloc_mb);
+        else
+          std::snprintf(line, sizeof(line), "step %3d | loss %.4f | alloc %.1f MB", step, loss, alloc_mb);
+        log << line << std::endl;
+      }
     }
+    save_after(step + 1);  // the state after this step's update: step + 1 steps completed
   }
   {
     const HostWait guard(comm, "the last step");
@@ -314,6 +430,7 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
   }
   if (window_first_step < o.run.steps) close_window(o.run.steps);
   stop_if_diverged(trainer.scaler().read());  // steps after the last log point count too
+  const int trained = o.run.steps - start;     // by this process
   if (!window_ms_per_step.empty()) {
     std::sort(window_ms_per_step.begin(), window_ms_per_step.end());
     const size_t n = window_ms_per_step.size();
@@ -325,13 +442,13 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
       ranks = " | " + std::to_string(trainer.world_size()) + " ranks";
       if (trainer.host_comm_seconds() > 0) {
         char comm[64];
-        std::snprintf(comm, sizeof(comm), " | comm %.2f ms/step", 1e3 * trainer.host_comm_seconds() / o.run.steps);
+        std::snprintf(comm, sizeof(comm), " | comm %.2f ms/step", 1e3 * trainer.host_comm_seconds() / trained);
         ranks += comm;
       }
     }
     char line[224];
-    std::snprintf(line, sizeof(line), "done: %d steps | %.1f tokens/s | %.2f ms/step%s", o.run.steps,
-                  1e3 * B * T / ms, ms, ranks.c_str());
+    std::snprintf(line, sizeof(line), "done: %d steps | %.1f tokens/s | %.2f ms/step%s", trained, 1e3 * B * T / ms,
+                  ms, ranks.c_str());
     log << line << std::endl;
   }
 }

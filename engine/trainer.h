@@ -4,6 +4,7 @@
 #include <cstdint>
 #include <memory>
 #include <ostream>
+#include <string>
 #include <vector>
 
 #include "kernels/arena.h"
@@ -27,6 +28,19 @@ struct DataParallelOptions {
   // as the backward finishes them, overlapping the rest of the backward on NCCL; 0: one
   // all-reduce of the whole buffer after the backward.
   double bucket_mib = 1.0;
+};
+
+// Everything a training step reads that earlier steps wrote, on the host and unsharded:
+// what a checkpoint holds besides the step (engine/checkpoint.h). The data and the dropout
+// masks are not here: they are pure functions of (seed, step).
+struct TrainingState {
+  std::vector<float> params;               // (P) master weights, ParamLayout order
+  std::vector<float> exp_avg, exp_avg_sq;  // (P) AdamW's moments, all of them even under ZeRO-1
+  int32_t adamw_step = 0;                  // AdamW's step count (skipped steps do not count)
+  float loss_scale = 1.0f;                 // the loss scaler (kernels/common/loss_scaler.h)
+  int32_t growth_tracker = 0;
+  int32_t skipped_steps = 0;
+  int32_t first_skipped_step = -1;
 };
 
 class Trainer {
@@ -57,6 +71,16 @@ class Trainer {
 
   // Host parameters in ParamLayout order -> the backend's master weights (and working weights).
   void load_params(const float* host);
+  // The whole training state, copied to the host, between steps. Collective: every rank
+  // calls it. Under ZeRO-1 each rank holds one shard of the moments; the shards are
+  // all-gathered through the gradient buffer, which is free between steps (forward_backward
+  // zeroes it first), so a save allocates no backend memory beyond the plan.
+  TrainingState read_state();
+  // The reverse, before the first step: parameters (and working weights), this rank's part of
+  // the moments (all of them, or its ZeRO-1 shard), AdamW's step count and the loss scaler.
+  // A state read on any number of ranks loads on any other: it is unsharded. The caller has
+  // checked it (sizes P, values in range: load_checkpoint).
+  void load_state(const TrainingState& state);
   // x, y (B*T each, the global batch) host token ids, checked against the vocabulary, and the
   // training step whose dropout masks the next passes use: this rank's rows copied in together.
   void load_batch(const int32_t* x, const int32_t* y, uint32_t step);
@@ -97,6 +121,7 @@ class Trainer {
   template <typename Collective>
   void collective(Collective&& call);
   Tensor micro_batch_rows(const char* name, int micro_batch) const;  // rows of x, y or losses
+  std::vector<float> read_floats(Tensor t) const;                      // an F32 tensor, copied to the host
 
   Backend& backend_;
   // (declared before model_: the rows each rank plans for come from the communicator)
@@ -127,6 +152,14 @@ void check_world_size(int batch, int world_size);
 // Throws InputError unless --zero is 0 or 1 and --bucket-mb is finite and not negative.
 void check_data_parallel(const DataParallelOptions& data_parallel);
 
+// `train --save-dir DIR --save-every N --keep K --resume DIR|FILE` (engine/checkpoint.h).
+struct CheckpointOptions {
+  std::string save_dir;  // "": no checkpoints; else DIR/ckpt_<step, 8 digits>.safetensors
+  int save_every = 0;    // save after every N-th step; the last step is always saved; 0: the last only
+  int keep = 0;          // keep the newest K checkpoints of save_dir, delete older ones; 0: keep all
+  std::string resume;    // "": start at step 0; a directory: its latest checkpoint; a file: that one
+};
+
 struct TrainOptions {
   ModelConfig model;
   AdamWConfig optimizer;
@@ -140,11 +173,14 @@ struct TrainOptions {
   DataParallelOptions data_parallel;
   // The ranks the memory plan is for (`plan --ranks`); `train` sets it from its launch.
   int ranks = 1;
+  CheckpointOptions checkpoint;
 };
 
 // The `tinytrain train` loop on random tokens: logs "step | loss | alloc" and the speed. With a
 // communicator of several ranks, each trains its rows of every global batch and only rank 0
-// logs (the speed line adds the world size; tokens/s counts the global batch).
+// logs (the speed line adds the world size; tokens/s counts the global batch). With
+// options.checkpoint: resumes from a checkpoint before the first step, and saves one (rank 0
+// writes) after the steps it names, one log line each (engine/checkpoint.h).
 void run_training(Backend& backend, const TrainOptions& options, std::ostream& log, Communicator* comm = nullptr);
 
 }  // namespace tt

@@ -15,6 +15,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <stdexcept>
 #include <string>
 
 #include "kernels/tensor.h"
@@ -100,6 +101,25 @@ class Backend {
   virtual void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out, Tensor probs,
                                   const AttentionShape& s, const DropoutMask& dropout) = 0;
 
+  // ---- incremental decoding with a KV cache (inference, causal models; engine/decoder.h) ----
+  // One new token per sequence: its keys and values join the layer's cache, and its query
+  // attends over the cache instead of the whole sequence being recomputed. A cache holds
+  // (B,maxT,C): the keys (or values) of every position so far, heads side by side in C as in
+  // qkv. Inference only, so no backward. Both backends implement them; the defaults (a
+  // logic_error) only spare wrappers that never decode (tests' recording backends) the stubs.
+  // qkv (B,3C) the new token's packed [q|k|v] at position pos -> k_cache[:,pos,:] = its k,
+  // v_cache[:,pos,:] = its v (B,maxT,C); nothing else of the caches changes
+  virtual void kv_cache_append(Tensor /*k_cache*/, Tensor /*v_cache*/, Tensor /*qkv*/, int /*pos*/) {
+    throw std::logic_error(name() + " backend: no kv_cache_append (incremental decoding)");
+  }
+  // qkv (B,3C) (its q part is read), k_cache, v_cache (B,maxT,C) holding positions [0,pos]
+  // -> out (B,C) heads merged: per head of NH, softmax(q k^T / sqrt(HS)) over positions
+  // 0..pos (fp32) times v. Positions past pos are never read. No dropout.
+  virtual void attention_decode(Tensor /*out*/, Tensor /*qkv*/, Tensor /*k_cache*/, Tensor /*v_cache*/, int /*pos*/,
+                                int /*NH*/) {
+    throw std::logic_error(name() + " backend: no attention_decode (incremental decoding)");
+  }
+
   // ---- layernorm over the last dim C ----
   // inp (N,C), weight (C), bias (C) -> out (N,C), mean (N), rstd (N)
   virtual void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
@@ -150,5 +170,23 @@ class Backend {
   // training step read from `step` (1) int32.
   virtual void loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) = 0;
 };
+
+// The views of kv_cache_append and attention_decode against each other, checked by every
+// backend before it touches memory (a position past the cache would write outside it): caches
+// (B,maxT,C) of one shape, qkv (B,3C), one storage dtype, 0 <= pos < maxT, and NH heads
+// dividing C (kv_cache_append passes 1). Throws std::invalid_argument naming the op.
+inline void check_decode_views(const char* op, const Tensor& k_cache, const Tensor& v_cache, const Tensor& qkv,
+                               int pos, int NH) {
+  const Shape& s = k_cache.shape;
+  if (s.rank != 3 || v_cache.shape != s || qkv.shape != Shape{s[0], 3 * s[2]} || pos < 0 || pos >= s[1] ||
+      NH <= 0 || s[2] % NH != 0)
+    throw std::invalid_argument(std::string(op) + ": caches " + s.str() + " and " + v_cache.shape.str() + ", qkv " +
+                                qkv.shape.str() + ", position " + std::to_string(pos) + ", " + std::to_string(NH) +
+                                " heads do not fit (caches (B,maxT,C), qkv (B,3C), 0 <= pos < maxT, NH divides C)");
+  if (v_cache.dtype != k_cache.dtype || qkv.dtype != k_cache.dtype)
+    throw std::invalid_argument(std::string(op) + ": caches " + dtype_name(k_cache.dtype) + " and " +
+                                dtype_name(v_cache.dtype) + ", qkv " + dtype_name(qkv.dtype) +
+                                ": they share one storage dtype");
+}
 
 }  // namespace tt

@@ -8,6 +8,13 @@
 
 namespace tt {
 
+// Views of AdamW's state in backend memory: what a checkpoint saves and restores.
+struct AdamWState {
+  Tensor exp_avg;     // F32 (n): first moment
+  Tensor exp_avg_sq;  // F32 (n): second moment
+  Tensor step_count;  // I32 [1]: steps taken (skipped steps do not count); sets the bias corrections
+};
+
 class AdamW {
  public:
   // hyper: validated by the caller (AdamWConfig::validate in engine/config.h).
@@ -18,6 +25,9 @@ class AdamW {
   // scaler found an inf or NaN in the gradients.
   void step(Tensor params, Tensor grads, const LossScalerState& scaler);
   size_t bytes() const { return state_.bytes(); }
+  AdamWState state() const {
+    return AdamWState{state_.get("exp_avg"), state_.get("exp_avg_sq"), state_.get("step_count")};
+  }
 
  private:
   Backend& backend_;

@@ -15,6 +15,9 @@
 #                                        36.5 MB raw would put the bundle over 40 MiB; CMake
 #                                        unpacks it into the build folder at configure time
 #   .gpu-deps/lib/libgfortran.so.5, libquadmath.so.0   its runtime deps outside glibc and GCC
+#   .gpu-deps/include/sentencepiece/     sentencepiece_processor.h, sentencepiece_trainer.h
+#   .gpu-deps/lib/libsentencepiece.so.0, libsentencepiece_train.so.0   Debian's SentencePiece
+#                                        (`prepare`'s BPE tokenizer; needs only libstdc++)
 #   .gpu-deps/lib/fallback/libgomp.so.1, libgcc_s.so.1 GCC runtime parts; used only where
 #                                        the GPU machine has none (CMake decides)
 #   .gpu-deps/googletest/                a copy of /usr/src/googletest (its sources)
@@ -32,8 +35,8 @@ limit_mib=40
 
 die() { echo "bundle_gpu_deps.sh: error: $*" >&2; exit 1; }
 for need in /usr/include/nlohmann/json.hpp /usr/include/CLI/CLI.hpp "$blas_inc/cblas.h" \
-            "$blas_lib" /usr/src/googletest/CMakeLists.txt; do
-  [ -e "$need" ] || die "$need missing (run scripts/setup.sh: libopenblas-openmp-dev, nlohmann-json3-dev, libcli11-dev, googletest)"
+            "$blas_lib" /usr/src/googletest/CMakeLists.txt /usr/include/sentencepiece_trainer.h; do
+  [ -e "$need" ] || die "$need missing (run scripts/setup.sh: libopenblas-openmp-dev, nlohmann-json3-dev, libcli11-dev, googletest, libsentencepiece-dev)"
 done
 command -v xz >/dev/null || die "xz missing (apt-get install xz-utils)"
 
@@ -53,6 +56,9 @@ if [ -f "$cudnn_inc/cudnn_graph.h" ]; then
   cp -L "$cudnn_inc/cudnn_graph.h" "$cudnn_inc/cudnn_version.h" "$tmp/include/cudnn/"
 fi
 cp -L "$blas_inc"/*.h "$tmp/include/openblas/"
+mkdir -p "$tmp/include/sentencepiece"
+cp -L /usr/include/sentencepiece_processor.h /usr/include/sentencepiece_trainer.h "$tmp/include/sentencepiece/"
+cp -L "/usr/lib/$multiarch/libsentencepiece.so.0" "/usr/lib/$multiarch/libsentencepiece_train.so.0" "$tmp/lib/"
 cp -rL /usr/src/googletest "$tmp/googletest"
 
 # OpenBLAS, under its soname. The .tar.xz holds one real file, libopenblas.so.0.
@@ -88,7 +94,7 @@ pkgver() { dpkg-query -W -f='${Package} ${Version}\n' "$1" 2>/dev/null || echo "
   done
   echo "packages:"
   for p in nlohmann-json3-dev libcli11-dev libopenblas0-openmp libopenblas-openmp-dev \
-           libgfortran5 libquadmath0 libgomp1 googletest; do
+           libgfortran5 libquadmath0 libgomp1 googletest libsentencepiece0 libsentencepiece-dev; do
     echo "  $(pkgver "$p")"
   done
   echo "files:"

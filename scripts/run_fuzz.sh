@@ -18,7 +18,7 @@ seconds=${2:-30}
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 status=0
-for target in reference config; do
+for target in reference config token_shard; do
   bin="$build/tests/fuzz/fuzz_$target"
   mkdir -p "$work/corpus_$target" "$work/found_$target"
   cp "$build/tests/fuzz/corpus/$target/"* "$work/corpus_$target/"

@@ -27,6 +27,8 @@ class CpuBackend : public Backend {
                          const DropoutMask& dropout) override;
   void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out, Tensor probs, const AttentionShape& s,
                           const DropoutMask& dropout) override;
+  void kv_cache_append(Tensor k_cache, Tensor v_cache, Tensor qkv, int pos) override;  // attention_decode.cpp
+  void attention_decode(Tensor out, Tensor qkv, Tensor k_cache, Tensor v_cache, int pos, int NH) override;
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
                          float eps) override;
   void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,

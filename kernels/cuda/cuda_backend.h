@@ -46,6 +46,8 @@ class CudaBackend final : public Backend {
                          const DropoutMask& dropout) override;
   void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out, Tensor probs, const AttentionShape& s,
                           const DropoutMask& dropout) override;
+  void kv_cache_append(Tensor k_cache, Tensor v_cache, Tensor qkv, int pos) override;  // attention_decode.cu
+  void attention_decode(Tensor out, Tensor qkv, Tensor k_cache, Tensor v_cache, int pos, int NH) override;
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
                          float eps) override;
   void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
@@ -86,7 +88,8 @@ class CudaBackend final : public Backend {
   bool matmul(int m, int n, int k, bool transa, bool transb, const void* A, const void* B, cudaDataType_t ab_type,
               void* D, cudaDataType_t d_type, const void* bias, float beta);
   // An fp32 buffer of at least `floats` elements for attention.cu: the fp32 softmax weights (and
-  // score gradients) when probs/dprobs are stored in 16 bits. Grown on first use, so the trainer's
+  // score gradients) when probs/dprobs are stored in 16 bits; and for attention_decode.cu, the
+  // weights of the new token over the cache (never captured). Grown on first use, so the trainer's
   // eager first step sizes it before graph capture; growing during a capture is a logic_error.
   float* attention_work(size_t floats);
   void require_not_capturing(const char* what) const;  // logic_error during graph capture

@@ -1,0 +1,60 @@
+#!/usr/bin/env bash
+# Checkpoints as a user meets them. `tinytrain train --save-every 5 --keep 3` runs once without
+# interruption, and once SIGKILLed after it has saved and gone on training (killed mid-step or
+# mid-save: either way the last complete checkpoint must survive), then resumed with
+# `--resume DIR` in a directory that also holds a half-written temporary file. The resumed run
+# must log exactly the uninterrupted run's step lines from its resume point on, end with a final
+# checkpoint byte-identical to the uninterrupted run's, and keep 3 checkpoints.
+# Usage: resume_after_kill.sh TINYTRAIN
+set -uo pipefail
+bin=$1
+flags=(train --backend cpu --threads 1 --vocab-size 64 --d-model 32 --n-head 4 --d-ff 64 --seq 16 --max-seq-len 16
+       --batch 8 --steps 300 --log-every 1 --save-every 5 --keep 3)  # dropout 0.1 (the default): masks resume too
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+"$bin" "${flags[@]}" --save-dir "$work/straight" > "$work/straight.log" 2>&1 ||
+  { cat "$work/straight.log"; fail "the uninterrupted run failed"; }
+
+# The run to kill: once step 10's checkpoint is logged and step 12 has run, SIGKILL.
+"$bin" "${flags[@]}" --save-dir "$work/killed" > "$work/killed.log" 2>&1 &
+pid=$!
+deadline=$((SECONDS + 120))
+until grep -q '^checkpoint: .*ckpt_00000010.safetensors' "$work/killed.log" && grep -q '^step  12 ' "$work/killed.log"; do
+  kill -0 "$pid" 2>/dev/null || { cat "$work/killed.log"; fail "the run ended before it could be killed"; }
+  [ $SECONDS -lt $deadline ] || { kill -9 "$pid"; fail "no checkpoint of step 10 within 120 s"; }
+  sleep 0.01
+done
+kill -9 "$pid"
+wait "$pid" 2>/dev/null  # (bash would report the kill on stderr)
+status=$?
+[ $status -eq 137 ] || fail "the killed run exited with $status, not 137 (SIGKILL): it finished first?"
+killed_at=$(grep '^step' "$work/killed.log" | tail -1 | awk '{print $2}')
+echo "killed after step $killed_at; checkpoints: $(cd "$work/killed" && echo *)"
+
+# What an interrupted save leaves behind (a newer step, half written) must not be resumed.
+head -c 1000 "$work/straight/ckpt_00000300.safetensors" > "$work/killed/ckpt_00000295.safetensors.tmp.99999"
+
+"$bin" "${flags[@]}" --save-dir "$work/killed" --resume "$work/killed" > "$work/resumed.log" 2>&1 ||
+  { cat "$work/resumed.log"; fail "the resumed run failed"; }
+resume_line=$(grep '^checkpoint: resumed from' "$work/resumed.log")
+echo "$resume_line"
+resumed_at=$(echo "$resume_line" | sed -n 's/.* at step \([0-9]*\) .*/\1/p')
+[ -n "$resumed_at" ] && [ "$resumed_at" -ge 10 ] && [ $((resumed_at % 5)) -eq 0 ] ||
+  fail "resumed at step '$resumed_at', expected a multiple of 5 from 10 on"
+[ "$resumed_at" -le $((killed_at + 1)) ] || fail "resumed at step $resumed_at, after the killed run's last step $killed_at"
+
+# Every step line from the resume point on: the same text (loss to 4 decimals, alloc).
+awk -v from="$resumed_at" '$1 == "step" && $2 >= from' "$work/straight.log" > "$work/straight.steps"
+grep '^step' "$work/resumed.log" > "$work/resumed.steps"
+[ "$(wc -l < "$work/resumed.steps")" -eq $((300 - resumed_at)) ] || fail "the resumed run logged $(wc -l < "$work/resumed.steps") step lines"
+diff "$work/straight.steps" "$work/resumed.steps" > "$work/steps.diff" ||
+  { head -20 "$work/steps.diff"; fail "the resumed run's step lines differ from the uninterrupted run's"; }
+
+# The final checkpoints: the same bytes (parameters, AdamW's moments and step, loss scaler, metadata).
+cmp "$work/straight/ckpt_00000300.safetensors" "$work/killed/ckpt_00000300.safetensors" ||
+  fail "the final checkpoints differ"
+kept=$(ls "$work/killed" | grep -c '^ckpt_[0-9]*\.safetensors$')
+[ "$kept" -eq 3 ] || fail "--keep 3 left $kept checkpoints: $(ls "$work/killed")"
+echo "PASS: resumed at step $resumed_at; $((300 - resumed_at)) step lines and the final checkpoint identical"
