@@ -17,16 +17,14 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "parallel/communicator.h"
 #include "tests/memory_checks.h"
+#include "tests/mpi/world.h"
 
 namespace tt {
 namespace {
 
 using namespace test;
 
-Communicator& comm() {
-  static std::unique_ptr<Communicator> c = make_communicator(detect_launch(), "cpu", nullptr, 300);
-  return *c;
-}
+Communicator& comm() { return world(); }
 
 // A scratch directory every rank sees: rank 0 makes it and broadcasts its name.
 std::string shared_scratch_dir() {

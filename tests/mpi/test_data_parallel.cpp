@@ -16,16 +16,14 @@
 #include "engine/memory_plan.h"
 #include "parallel/communicator.h"
 #include "tests/memory_checks.h"
+#include "tests/mpi/world.h"
 
 namespace tt {
 namespace {
 
 using namespace test;
 
-Communicator& comm() {
-  static std::unique_ptr<Communicator> c = make_communicator(detect_launch(), "cpu", nullptr, 300);
-  return *c;
-}
+Communicator& comm() { return world(); }
 
 // One all-reduce after the backward; buckets of 1 KiB (256 floats: one per finished layer,
 // so the all-reduces really interleave with the backward); ZeRO-1.
