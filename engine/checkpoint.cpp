@@ -21,6 +21,7 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/checked_input.h"
+#include "engine/checksum.h"
 #include "engine/safetensors.h"
 
 namespace tt {
@@ -55,33 +56,6 @@ std::vector<Slot> slots(const ParamLayout& layout, TrainingState& s) {
   out.push_back({"state.first_skipped_step", DType::I32, Shape{1}, &s.first_skipped_step});
   return out;
 }
-
-// FNV-1a over 8-byte words (the last few bytes one at a time), written as 16 hex digits. It
-// catches a corrupted tensor, which no other check would: each step maps the running value
-// one-to-one (xor, then a multiplication by an odd number), so one changed word always
-// changes the result. Word by word it runs at several GB/s, far faster than the disk.
-class Checksum {
- public:
-  void add(const void* data, size_t bytes) {
-    const unsigned char* p = static_cast<const unsigned char*>(data);
-    size_t i = 0;
-    for (; i + 8 <= bytes; i += 8) {
-      uint64_t word;
-      std::memcpy(&word, p + i, 8);
-      h_ = (h_ ^ word) * kPrime;
-    }
-    for (; i < bytes; ++i) h_ = (h_ ^ p[i]) * kPrime;
-  }
-  std::string hex() const {
-    char text[17];
-    std::snprintf(text, sizeof text, "%016" PRIx64, h_);
-    return text;
-  }
-
- private:
-  static constexpr uint64_t kPrime = 1099511628211ull;
-  uint64_t h_ = 14695981039346656037ull;
-};
 
 size_t slot_bytes(const Slot& s) { return static_cast<size_t>(s.shape.numel()) * dtype_size(s.dtype); }
 
@@ -228,6 +202,53 @@ int step_of_name(const std::string& name) {
   return step <= INT_MAX ? static_cast<int>(step) : -1;
 }
 
+// What every reader of a checkpoint checks before it trusts anything in it: a tinytrain
+// checkpoint of our version; the tensors of the model the file describes, exactly these, with
+// their dtypes and shapes (so the file holds every byte allocated here); the checksum; the step.
+struct CheckedCheckpoint {
+  ModelConfig model;
+  TrainingState state;
+  int step = 0;
+};
+
+CheckedCheckpoint read_checked(const std::string& path, const SafetensorsFile& file) {
+  auto fail = [&](const std::string& problem) { return InputError(path + ": " + problem); };
+  auto meta = [&](const std::string& key) -> const std::string& { return file.metadata_value(key); };
+  auto where = [&](const std::string& key) { return path + ": metadata '" + key + "'"; };
+
+  // --- what the file is
+  if (meta("format") != kFormat)
+    throw fail("not a tinytrain checkpoint: metadata 'format' is '" + printable(meta("format")) + "', not '" +
+               kFormat + "'");
+  if (meta("version") != kVersion)
+    throw fail("checkpoint version '" + printable(meta("version")) + "' is not supported (this build reads " +
+               kVersion + ")");
+
+  // --- whole and uncorrupted. Only then may a caller compare its settings with a run's: a
+  // corrupted digit in the config is reported as corruption, not as a setting of another run.
+  CheckedCheckpoint c;
+  c.model = model_config_from_json(meta("config"), where("config"));
+  const ParamLayout layout(c.model);
+  const size_t P = static_cast<size_t>(layout.total());
+  c.state.params.resize(P);
+  c.state.exp_avg.resize(P);
+  c.state.exp_avg_sq.resize(P);
+  const std::vector<Slot> all = slots(layout, c.state);
+  std::set<std::string> expected;
+  for (const Slot& s : all) {
+    file.check(s.name, s.dtype, s.shape);
+    expected.insert(s.name);
+  }
+  for (const std::string& name : file.names())
+    if (!expected.count(name)) throw fail("unexpected tensor '" + printable(name) + "' (not part of a checkpoint)");
+  for (const Slot& s : all) file.read(s.name, s.dtype, s.shape, s.data);
+  const std::string& checksum = meta("checksum");
+  if (checksum != checksum_of(file.metadata(), all))
+    throw fail("the file does not match its checksum " + printable(checksum) + " (corrupted?)");
+  c.step = static_cast<int>(parse_integer(meta("step"), 0, INT_MAX, where("step")));
+  return c;
+}
+
 }  // namespace
 
 void create_checkpoint_dir(const std::string& dir) {
@@ -274,7 +295,7 @@ void check_checkpoint_options(const CheckpointOptions& c) {
 }
 
 void save_checkpoint(const std::string& path, Trainer& trainer, int step, const TrainOptions& o,
-                     const std::map<std::string, std::string>& extra) {
+                     const std::map<std::string, std::string>& extra, const std::map<std::string, std::string>& notes) {
   TrainingState state = trainer.read_state();  // (every rank: ZeRO-1 gathers)
   if (trainer.rank() != 0) return;
   const std::vector<Slot> all = slots(trainer.model().layout(), state);
@@ -292,6 +313,9 @@ void save_checkpoint(const std::string& path, Trainer& trainer, int step, const 
   for (const auto& [key, value] : extra)
     if (key == "checksum" || !metadata.emplace(key, value).second)
       throw std::invalid_argument("save_checkpoint: extra metadata '" + key + "' is a checkpoint field");
+  for (const auto& [key, value] : notes)
+    if (key == "checksum" || !metadata.emplace(key, value).second)
+      throw std::invalid_argument("save_checkpoint: note '" + key + "' is a checkpoint field or an extra entry");
   metadata["checksum"] = checksum_of(metadata, all);
   std::vector<SafetensorsTensorRef> tensors;
   for (const Slot& slot : all) tensors.push_back({slot.name, slot.dtype, slot.shape, slot.data});
@@ -301,41 +325,13 @@ void save_checkpoint(const std::string& path, Trainer& trainer, int step, const 
 int load_checkpoint(const std::string& path, Trainer& trainer, const TrainOptions& o,
                     const std::map<std::string, std::string>& extra) {
   const SafetensorsFile file = SafetensorsFile::open(path);  // truncated, malformed: refused here
-  auto fail = [&](const std::string& problem) { return InputError(path + ": " + problem); };
   auto meta = [&](const std::string& key) -> const std::string& { return file.metadata_value(key); };
   auto where = [&](const std::string& key) { return path + ": metadata '" + key + "'"; };
-
-  // --- what the file is
-  if (meta("format") != kFormat)
-    throw fail("not a tinytrain checkpoint: metadata 'format' is '" + printable(meta("format")) + "', not '" +
-               kFormat + "'");
-  if (meta("version") != kVersion)
-    throw fail("checkpoint version '" + printable(meta("version")) + "' is not supported (this build reads " +
-               kVersion + ")");
-
-  // --- whole and uncorrupted: the tensors of the model the file describes, exactly these, with
-  // their dtypes and shapes (so the file holds every byte allocated here), then the checksum.
-  // Only then are its settings compared with the run's: a corrupted digit in the config is
-  // reported as corruption, not as a setting of another run.
-  const ModelConfig model = model_config_from_json(meta("config"), where("config"));
+  CheckedCheckpoint checked = read_checked(path, file);
+  const ModelConfig& model = checked.model;
   const ParamLayout layout(model);
-  const size_t P = static_cast<size_t>(layout.total());
-  TrainingState state;
-  state.params.resize(P);
-  state.exp_avg.resize(P);
-  state.exp_avg_sq.resize(P);
-  const std::vector<Slot> all = slots(layout, state);
-  std::set<std::string> expected;
-  for (const Slot& s : all) {
-    file.check(s.name, s.dtype, s.shape);
-    expected.insert(s.name);
-  }
-  for (const std::string& name : file.names())
-    if (!expected.count(name)) throw fail("unexpected tensor '" + printable(name) + "' (not part of a checkpoint)");
-  for (const Slot& s : all) file.read(s.name, s.dtype, s.shape, s.data);
-  const std::string& checksum = meta("checksum");
-  if (checksum != checksum_of(file.metadata(), all))
-    throw fail("the file does not match its checksum " + printable(checksum) + " (corrupted?)");
+  const int step = checked.step;
+  TrainingState& state = checked.state;
 
   // --- the run it continues: everything that decides the numbers of the next steps
   require_same_fields(path, "", json::parse(model_config_to_json(model)), json::parse(model_config_to_json(o.model)));
@@ -363,11 +359,42 @@ int load_checkpoint(const std::string& path, Trainer& trainer, const TrainOption
   for (const auto& [key, value] : extra) require_same(path, key, meta(key), value);
 
   // --- the state's values: in range, and consistent with the step
-  const int step = static_cast<int>(parse_integer(meta("step"), 0, INT_MAX, where("step")));
   check_values(path, layout, state, step, scaler);
 
   trainer.load_state(state);
   return step;
+}
+
+CheckpointModel read_checkpoint_model(const std::string& path) {
+  const SafetensorsFile file = SafetensorsFile::open(path);
+  CheckedCheckpoint checked = read_checked(path, file);
+  const ParamLayout layout(checked.model);
+  check_elements(path, layout, "", checked.state.params, "parameters must be finite",
+                 [](float v) { return !std::isfinite(v); });
+  CheckpointModel out;
+  out.config = checked.model;
+  out.params = std::move(checked.state.params);
+  out.metadata = file.metadata();
+  out.step = checked.step;
+  return out;
+}
+
+std::vector<float> read_state_dict(const std::string& path, const ModelConfig& config) {
+  const SafetensorsFile file = SafetensorsFile::open(path);  // truncated, malformed: refused here
+  const ParamLayout layout(config);
+  std::set<std::string> expected;
+  for (const ParamInfo& p : layout.params()) {
+    file.check(p.name, DType::F32, p.shape);  // missing, another dtype or shape: one line naming it
+    expected.insert(p.name);
+  }
+  for (const std::string& name : file.names())
+    if (!expected.count(name))
+      throw InputError(path + ": unexpected tensor '" + printable(name) + "' (not a parameter of this model: " +
+                       "expected exactly the " + std::to_string(expected.size()) + " tensors of its state_dict)");
+  std::vector<float> params(static_cast<size_t>(layout.total()));
+  for (const ParamInfo& p : layout.params()) file.read(p.name, DType::F32, p.shape, params.data() + p.offset);
+  check_elements(path, layout, "", params, "parameters must be finite", [](float v) { return !std::isfinite(v); });
+  return params;
 }
 
 void prune_checkpoints(const std::string& dir, int keep) {

@@ -53,9 +53,13 @@ void create_checkpoint_dir(const std::string& dir);
 // at all: written as <path>.tmp.<pid>, flushed to disk, renamed to `path`, then the directory
 // flushed, so a crash or kill at any moment leaves the previous checkpoint as it was.
 // `extra`: metadata entries of the run (the data's identity), compared again on load; they
-// must not reuse the names above. Throws InputError when the file cannot be written.
+// must not reuse the names above. `notes`: metadata entries for readers of the file (the
+// tokenizer directory under "tokenizer", which `tinytrain sample` reads), covered by the
+// checksum but never compared on load; they must not reuse the names above or those of
+// `extra`. Throws InputError when the file cannot be written.
 void save_checkpoint(const std::string& path, Trainer& trainer, int step, const TrainOptions& options,
-                     const std::map<std::string, std::string>& extra);
+                     const std::map<std::string, std::string>& extra,
+                     const std::map<std::string, std::string>& notes = {});
 
 // Loads the checkpoint at `path` into `trainer` (built from `options`) and returns its step:
 // the next step to train. Everything is checked before the trainer is touched, and each
@@ -69,6 +73,27 @@ void save_checkpoint(const std::string& path, Trainer& trainer, int step, const 
 // run that saved: they change at most the rounding, as they would in an uninterrupted run.
 int load_checkpoint(const std::string& path, Trainer& trainer, const TrainOptions& options,
                     const std::map<std::string, std::string>& extra = {});
+
+// A checkpoint's model alone, for inference (`tinytrain sample`): no Trainer, no run to
+// compare with. The file gets load_checkpoint's whole-file checks (a tinytrain checkpoint of
+// version 1; every tensor of the model it describes, parameters and AdamW's moments, with its
+// dtype and shape and nothing else; the checksum; a valid step; finite parameters), each
+// problem one InputError "<path>: ...". `metadata` is every entry of the file (notes too).
+struct CheckpointModel {
+  ModelConfig config;
+  std::vector<float> params;  // ParamLayout(config) order
+  std::map<std::string, std::string> metadata;
+  int step = 0;
+};
+CheckpointModel read_checkpoint_model(const std::string& path);
+
+// `train --init-from FILE`: the initial parameters from a plain safetensors file (a PyTorch
+// state_dict, tools/torch_interop.py export) holding every parameter of `config` under its
+// PyTorch name (engine/param_layout.h) as F32 with its shape, and nothing else. Returns them
+// in ParamLayout order. Each problem is one InputError "<path>: ...": a file that is not
+// safetensors or is truncated, a missing parameter, another dtype or shape, an unknown tensor
+// (the first, in name order), a non-finite value.
+std::vector<float> read_state_dict(const std::string& path, const ModelConfig& config);
 
 // Deletes all but the newest `keep` checkpoints of `dir` (keep 0: none is deleted).
 void prune_checkpoints(const std::string& dir, int keep);

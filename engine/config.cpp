@@ -52,6 +52,21 @@ void AdamWConfig::validate() const {
   require(std::isfinite(eps) && eps > 0, "invalid config: eps must be positive, got " + std::to_string(eps));
   require(std::isfinite(weight_decay) && weight_decay >= 0,
           "invalid config: weight_decay must be >= 0, got " + std::to_string(weight_decay));
+  const LrSchedule& sc = schedule;
+  require(sc.warmup_steps >= 0 && sc.warmup_steps <= INT32_MAX,
+          "invalid config: warmup_steps must be in [0, 2^31), got " + std::to_string(sc.warmup_steps));
+  require(std::isfinite(sc.min_lr) && sc.min_lr >= 0 && sc.min_lr <= lr,
+          "invalid config: min_lr must be in [0, lr], got " + std::to_string(sc.min_lr));
+  require(std::isfinite(grad_clip) && grad_clip >= 0,
+          "invalid config: grad_clip must be finite and >= 0 (0: off), got " + std::to_string(grad_clip));
+  require(sc.total_steps >= 0 && sc.total_steps <= INT32_MAX,
+          "invalid config: total_steps must be in [0, 2^31), got " + std::to_string(sc.total_steps));
+  if (sc.kind != LrScheduleKind::Constant) {
+    require(sc.total_steps >= 1, std::string("invalid config: the ") + lr_schedule_name(sc.kind) +
+                                     " lr schedule needs total_steps (--steps) >= 1");
+    require(sc.warmup_steps <= sc.total_steps, "invalid config: warmup_steps (" + std::to_string(sc.warmup_steps) +
+                                                   ") exceeds total_steps (" + std::to_string(sc.total_steps) + ")");
+  }
 }
 
 void RunConfig::validate(const ModelConfig& model) const {
@@ -126,6 +141,23 @@ Activation parse_activation(const std::string& name) {
   throw InputError("invalid config: unknown activation '" + name + "' (expected relu or gelu)");
 }
 
+const char* lr_schedule_name(LrScheduleKind kind) {
+  switch (kind) {
+    case LrScheduleKind::Constant: return "constant";
+    case LrScheduleKind::Cosine: return "cosine";
+    case LrScheduleKind::Linear: return "linear";
+  }
+  return "?";
+}
+
+LrScheduleKind parse_lr_schedule(const std::string& name) {
+  if (name == "constant") return LrScheduleKind::Constant;
+  if (name == "cosine") return LrScheduleKind::Cosine;
+  if (name == "linear") return LrScheduleKind::Linear;
+  throw InputError("invalid config: unknown lr schedule '" + printable(name) +
+                   "' (expected constant, cosine or linear)");
+}
+
 PosEmbedding parse_pos_embedding(const std::string& name) {
   if (name == "none") return PosEmbedding::None;
   if (name == "learned") return PosEmbedding::Learned;
@@ -180,18 +212,44 @@ ModelConfig model_config_from_json(const std::string& text, const std::string& w
 }
 
 std::string adamw_config_to_json(const AdamWConfig& c) {
-  json j = {{"lr", c.lr}, {"beta1", c.beta1}, {"beta2", c.beta2}, {"eps", c.eps}, {"weight_decay", c.weight_decay}};
+  json j = {{"lr", c.lr},
+            {"beta1", c.beta1},
+            {"beta2", c.beta2},
+            {"eps", c.eps},
+            {"weight_decay", c.weight_decay},
+            {"lr_schedule", lr_schedule_name(c.schedule.kind)},
+            {"warmup_steps", c.schedule.warmup_steps},
+            {"total_steps", c.schedule.total_steps},
+            {"min_lr", c.schedule.min_lr},
+            {"grad_clip", c.grad_clip}};
   return j.dump();
 }
 
 AdamWConfig adamw_config_from_json(const std::string& text, const std::string& where) {
-  JsonFields f(parse_json(text, where), where);
+  json object = parse_json(text, where);
+  // The schedule and clipping fields came later: files without them (older references and
+  // checkpoints) mean a constant lr and no clipping, the defaults.
+  auto has = [&object](const char* key) { return object.is_object() && object.contains(key); };
+  const bool has_schedule = has("lr_schedule"), has_warmup = has("warmup_steps"), has_total = has("total_steps"),
+             has_min_lr = has("min_lr"), has_clip = has("grad_clip");
+  JsonFields f(std::move(object), where);
   AdamWConfig c;
   c.lr = f.number("lr");
   c.beta1 = f.number("beta1");
   c.beta2 = f.number("beta2");
   c.eps = f.number("eps");
   c.weight_decay = f.number("weight_decay");
+  if (has_schedule) {
+    try {
+      c.schedule.kind = parse_lr_schedule(f.string("lr_schedule"));
+    } catch (const InputError& e) {
+      throw InputError(where + ": " + e.what());
+    }
+  }
+  if (has_warmup) c.schedule.warmup_steps = f.integer("warmup_steps", 0, INT32_MAX);
+  if (has_total) c.schedule.total_steps = f.integer("total_steps", 0, INT32_MAX);
+  if (has_min_lr) c.schedule.min_lr = f.number("min_lr");
+  if (has_clip) c.grad_clip = f.number("grad_clip");
   f.finish();
   validate_from(c, where);
   return c;

@@ -47,7 +47,10 @@ struct ModelConfig {
   void validate() const;  // throws InputError naming the field
 };
 
-// torch.optim.AdamW hyper-parameters (kernels/common/adamw_update.h), validated.
+// torch.optim.AdamW hyper-parameters (kernels/common/adamw_update.h), validated, with the lr
+// schedule and gradient clipping. schedule.total_steps is --steps for the cosine and linear
+// schedules and 0 for the constant one, which needs none (so a constant-lr checkpoint resumes
+// with any --steps).
 struct AdamWConfig : AdamWHyper {
   void validate() const;
 };
@@ -70,6 +73,8 @@ DType activation_dtype(Precision precision);
 LossScalerConfig loss_scaler_for(Precision precision, LossScalerConfig base = {});
 Precision parse_precision(const std::string& name);          // throws InputError
 Activation parse_activation(const std::string& name);        // throws InputError
+const char* lr_schedule_name(LrScheduleKind kind);
+LrScheduleKind parse_lr_schedule(const std::string& name);   // throws InputError
 PosEmbedding parse_pos_embedding(const std::string& name);   // throws InputError
 
 // The reference format's JSON spelling (see docs/reference-format.md). The readers check

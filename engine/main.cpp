@@ -1,5 +1,6 @@
 // The tinytrain command line: `train` (the seed workload by default), `plan`, `verify` and
-// `prepare` (text files to token shards, data/prepare.h).
+// `prepare` (text files to token shards, data/prepare.h), `sample` (text from a checkpoint,
+// engine/sampler.h).
 // Every user error ends as one line on stderr and exit code 1 (2 for bad flags).
 #include <CLI/CLI.hpp>
 #include <climits>
@@ -14,7 +15,9 @@
 #include "engine/config.h"
 #include "engine/memory_plan.h"
 #include "engine/rank_agreement.h"
-#include "engine/trainer.h"
+#include "engine/sampler.h"
+#include "engine/train_loop.h"
+#include "engine/token_dataset.h"
 #include "engine/verify.h"
 #include "kernels/device_query.h"
 #include "parallel/communicator.h"
@@ -85,6 +88,31 @@ void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, st
   cmd->add_option("--beta2", a.beta2, "AdamW beta2")->capture_default_str();
   cmd->add_option("--eps", a.eps, "AdamW epsilon")->capture_default_str();
   cmd->add_option("--weight-decay", a.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
+  // The lr schedule and clipping (kernels/common/lr_schedule.h, adamw_update.h): evaluated on
+  // the backend from the training step and the gradient norm, so one CUDA graph serves every step.
+  cmd->add_option("--warmup-steps", a.schedule.warmup_steps,
+                  "lr warmup: steps 0..N-1 take lr x (step + 1) / N, then the schedule")
+      ->check(integer_in(0, INT_MAX))
+      ->capture_default_str();
+  cmd->add_option_function<std::string>(
+         "--lr-schedule", [&a](const std::string& name) { a.schedule.kind = parse_lr_schedule(name); },
+         "lr after the warmup: constant | cosine (to --min-lr at --steps) | linear (to --min-lr at --steps)")
+      ->check(CLI::Validator(
+          [](std::string& name) {
+            try {
+              parse_lr_schedule(name);
+              return std::string();
+            } catch (const InputError& e) {
+              return std::string(e.what());
+            }
+          },
+          "NAME"))
+      ->default_str(lr_schedule_name(a.schedule.kind));
+  cmd->add_option("--min-lr", a.schedule.min_lr, "the lr cosine and linear decay to, in [0, lr]")
+      ->capture_default_str();
+  cmd->add_option("--grad-clip", a.grad_clip,
+                  "clip the unscaled gradients to this global L2 norm (clip_grad_norm_; 0: off)")
+      ->capture_default_str();
   add_int_option(cmd, "--log-every", o.log_every, "log every N steps");
   add_int_option(cmd, "--grad-accum", o.grad_accum, "micro-batches per optimizer step (must divide --batch)");
   LossScalerConfig& s = o.loss_scaler;
@@ -201,6 +229,19 @@ int main(int argc, char** argv) {
                  "with --save-dir: save after every N steps too (0: the last only)", 0, INT_MAX);
   add_int_option(train_cmd, "--keep", ckpt.keep, "with --save-dir: keep the newest K checkpoints, delete older (0: all)",
                  0, INT_MAX);
+  // Training on a prepared data directory (docs/toy-lm.md): train-only flags too.
+  DataOptions& data = train.data;
+  train_cmd->add_option("--data", data.dir,
+                        "train a causal language model on DIR/train.bin (from `tinytrain prepare`); --vocab-size "
+                        "defaults to its tokenizer's");
+  add_int_option(train_cmd, "--eval-every", data.eval_every,
+                 "with --data: validation loss on DIR/val.bin before every N-th step and after the last (0: never)",
+                 0, INT_MAX);
+  add_int_option(train_cmd, "--eval-batches", data.eval_batches, "with --data: batches of fixed val.bin windows per evaluation",
+                 1, INT_MAX);
+  train_cmd->add_option("--metrics", train.metrics_path, "write one JSON line per logged step to FILE.jsonl");
+  train_cmd->add_option("--init-from", train.init_from,
+                        "initial parameters from a safetensors state_dict (PyTorch names, tools/torch_interop.py)");
   train_cmd->add_option("--resume", ckpt.resume,
                         "continue from a checkpoint: a file, or a directory's latest (same model, optimizer, precision, "
                         "seed, batch, seq)");
@@ -235,10 +276,28 @@ int main(int argc, char** argv) {
   prepare_cmd->add_option("--seed", prepare_seed, "seed of the train/val split and the tokenizer, in [0, 2^63)")
       ->capture_default_str();
 
+  // `sample` (engine/sampler.h): text from a checkpoint of a causal model.
+  SampleOptions sample;
+  std::string sample_seed = std::to_string(sample.seed);
+  CLI::App* sample_cmd = app.add_subcommand("sample", "generate text from a checkpoint of a causal model");
+  sample_cmd->add_option("--checkpoint", sample.checkpoint, "a checkpoint written by train --save-dir, or that directory (its latest)")->required();
+  sample_cmd->add_option("--prompt", sample.prompt, "text the samples continue (after the end-of-text id)");
+  add_int_option(sample_cmd, "--max-new-tokens", sample.max_new_tokens, "tokens to draw per sample, at most");
+  sample_cmd->add_option("--temperature", sample.temperature, "divides the logits; 0: greedy")->capture_default_str();
+  add_int_option(sample_cmd, "--top-k", sample.top_k, "draw from the k likeliest ids only (0: all)");
+  sample_cmd->add_option("--seed", sample_seed, "seed of the draws, in [0, 2^63)")->capture_default_str();
+  add_int_option(sample_cmd, "--num-samples", sample.num_samples, "samples, generated side by side");
+  sample_cmd->add_option("--tokenizer", sample.tokenizer_dir,
+                         "directory with tokenizer.json (default: the one the checkpoint names)");
+  sample_cmd->add_option("--dump-logits", sample.dump_logits,
+                         "instead of sampling, write the prompt's logits at every position to this safetensors file");
+  sample_cmd->add_option("--backend", backend_choice, "auto | cpu | cuda | cuda-emu")->capture_default_str();
+  add_int_option(sample_cmd, "--threads", threads, "CPU threads for the CPU backend (0: all cores)", 0, 65536);
+
   // CLI11 would call an unknown command "no subcommand"; name it instead.
   if (argc > 1 && argv[1][0] != '-' && std::string(argv[1]) != "train" && std::string(argv[1]) != "verify" &&
-      std::string(argv[1]) != "plan" && std::string(argv[1]) != "prepare") {
-    std::cerr << "error: unknown command '" << argv[1] << "' (expected train, plan, verify or prepare; see --help)"
+      std::string(argv[1]) != "plan" && std::string(argv[1]) != "prepare" && std::string(argv[1]) != "sample") {
+    std::cerr << "error: unknown command '" << argv[1] << "' (expected train, plan, verify, prepare or sample; see --help)"
               << std::endl;
     return 2;
   }
@@ -260,6 +319,12 @@ int main(int argc, char** argv) {
       return 0;
     }
     set_cpu_threads(threads);
+    if (*sample_cmd) {
+      sample.seed = parse_integer(sample_seed, 0, INT64_MAX, "invalid option: --seed");
+      auto backend = select_backend(backend_choice, gpu, std::cout);
+      run_sample(*backend, sample, std::cout);
+      return 0;
+    }
     // --attention cudnn: the CUDA backend says, once its model is planned, whether cuDNN
     // serves the attention (a line "attention: ..."); other backends have no cuDNN.
     gpu.cudnn_attention = attention == "cudnn";
@@ -267,9 +332,15 @@ int main(int argc, char** argv) {
     const Precision chosen_precision = parse_precision(precision);
     if (*train_cmd || *plan_cmd) {
       train.run.seed = parse_integer(seed, 0, INT64_MAX, "invalid config: --seed");
+      // --data: the vocabulary is the tokenizer's unless given.
+      if (*train_cmd && !train.data.dir.empty() && train_cmd->get_option("--vocab-size")->count() == 0)
+        train.model.vocab_size = TokenDataset::tokenizer_vocab_size(train.data.dir);
       train.model.activation = parse_activation(activation);
       train.model.pos_embedding = parse_pos_embedding(pos_embedding);
       train.model.validate();
+      // The decaying schedules end at --steps; the constant one needs no end (0: resumable with any --steps).
+      if (train.optimizer.schedule.kind != LrScheduleKind::Constant)
+        train.optimizer.schedule.total_steps = train.run.steps;
       train.optimizer.validate();
       train.run.validate(train.model);
       train.precision = chosen_precision;
@@ -277,6 +348,7 @@ int main(int argc, char** argv) {
       validate_loss_scaler(train.loss_scaler);
       check_data_parallel(train.data_parallel);
       check_checkpoint_options(train.checkpoint);
+      check_data_options(train);
       if (train.log_every <= 0)
         throw InputError("invalid config: --log-every must be positive, got " + std::to_string(train.log_every));
       if (!(std::isfinite(comm_timeout) && comm_timeout > 0))

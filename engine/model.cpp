@@ -129,7 +129,7 @@ DropoutMask Model::dropout(const DropoutContext& ctx, int layer, DropoutSite sit
   const int64_t per_sequence = site == DropoutSite::AttentionWeights ? static_cast<int64_t>(config_.n_head) * T_ * T_
                                : site == DropoutSite::FfnHidden      ? static_cast<int64_t>(T_) * config_.d_ff
                                                                      : static_cast<int64_t>(T_) * config_.d_model;
-  return DropoutMask{config_.dropout, ctx.seed, ctx.step, static_cast<uint32_t>(layer), site,
+  return DropoutMask{ctx.training ? config_.dropout : 0.0f, ctx.seed, ctx.step, static_cast<uint32_t>(layer), site,
                      static_cast<uint64_t>(ctx.first_row * per_sequence)};
 }
 

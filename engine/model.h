@@ -20,6 +20,7 @@ struct DropoutContext {
   const uint32_t* step;  // the training step, in backend memory (see DropoutMask)
   int first_row = 0;     // this micro-batch's first sequence in the full batch: its masks are
                          // the ones those rows have when the whole batch runs at once
+  bool training = true;  // false: evaluation, every dropout is the identity (PyTorch's eval())
 };
 
 class Model {

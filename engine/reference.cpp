@@ -55,6 +55,7 @@ Reference Reference::check(SafetensorsFile file) {
   file.check("y", DType::I32, {S, B, T});
   file.check("logits0", DType::F32, {B, T, V});
   file.check("loss", DType::F32, {S});
+  if (file.contains("grad_norm")) file.check("grad_norm", DType::F32, {S});  // optional (newer references)
   return Reference{std::move(file), config, optimizer, run};
 }
 

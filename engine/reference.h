@@ -23,7 +23,7 @@ struct Reference {
   //      groups (params., grads., step1., final.) holds it in F32;
   //   3. every tensor verify reads, present with its dtype and shape: the parameter groups
   //      against the config, x and y [steps, batch, seq] I32, logits0 [batch, seq, vocab] and
-  //      loss [steps] F32.
+  //      loss [steps] F32, and grad_norm [steps] F32 when the file holds it (it is optional).
   // After it returns, each tensor verify allocates is one the file holds. Throws InputError
   // "<path>: <problem>".
   static Reference open(const std::string& path);

@@ -9,8 +9,12 @@
 
 namespace tt {
 
-// Streams keep initialisation, data and dropout independent for one seed.
-enum class RngStream : uint32_t { Init = 0x1217, Data = 0xDA7A };
+// Streams keep initialisation, data and dropout independent for one seed: Data, the seed
+// workload's random tokens; Windows, the training windows of `train --data`.
+enum class RngStream : uint32_t { Init = 0x1217, Data = 0xDA7A, Windows = 0x3A1D,
+                                  // `tinytrain sample`'s draws: id = the sample's index, index = the
+                                  // position of the token drawn
+                                  Sample = 0x5A3E };
 
 // The four Philox words of value `index` of (seed, stream, id).
 inline Philox4 rng_bits(uint64_t seed, RngStream stream, uint32_t id, uint64_t index) {
@@ -35,6 +39,14 @@ inline float rng_normal(uint64_t seed, RngStream stream, uint32_t id, uint64_t i
 inline int32_t rng_below(uint64_t seed, RngStream stream, uint32_t id, uint64_t index, int32_t n) {
   const uint32_t bits = rng_bits(seed, stream, id, index).v[0];
   return static_cast<int32_t>((static_cast<uint64_t>(bits) * static_cast<uint64_t>(n)) >> 32);
+}
+
+// Integer in [0, n) for any n up to 2^63, from 64 random bits (two Philox words): the bias of
+// scaling 64 bits to n values is below n / 2^64, nothing for a token shard's window starts.
+inline int64_t rng_below64(uint64_t seed, RngStream stream, uint32_t id, uint64_t index, int64_t n) {
+  const Philox4 bits = rng_bits(seed, stream, id, index);
+  const uint64_t word = (static_cast<uint64_t>(bits.v[1]) << 32) | bits.v[0];
+  return static_cast<int64_t>((static_cast<unsigned __int128>(word) * static_cast<uint64_t>(n)) >> 64);
 }
 
 }  // namespace tt

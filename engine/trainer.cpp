@@ -1,21 +1,15 @@
-// Training step orchestration and the `train` command's loop.
+// Training step orchestration: one step's forward, backward, collectives and optimizer.
 #include "engine/trainer.h"
 
 #include <algorithm>
 #include <chrono>
 #include <cmath>
-#include <cstdio>
 #include <cstring>
-#include <filesystem>
-#include <map>
 #include <memory>
 #include <string>
 #include <vector>
 
-#include "engine/checkpoint.h"
 #include "engine/data.h"
-#include "engine/init.h"
-#include "engine/memory_plan.h"
 
 namespace tt {
 
@@ -197,9 +191,9 @@ void Trainer::load_batch(const int32_t* x, const int32_t* y, uint32_t step) {
   backend_.copy_to_device(base, batch_image_.data(), batch_image_.size());
 }
 
-DropoutContext Trainer::dropout_context(int micro_batch) const {
+DropoutContext Trainer::dropout_context(int micro_batch, bool training) const {
   return DropoutContext{seed_, static_cast<const uint32_t*>(batch_.get("step").data),
-                        first_row_ + micro_batch * (B_ / grad_accum_)};
+                        first_row_ + micro_batch * (B_ / grad_accum_), training};
 }
 
 // Sequences [m B/K, (m+1) B/K) of a (B,T) batch tensor: contiguous rows.
@@ -211,6 +205,17 @@ Tensor Trainer::micro_batch_rows(const char* name, int micro_batch) const {
 }
 
 void Trainer::forward() { model_.forward(micro_batch_rows("x", 0), dropout_context(0)); }
+
+double Trainer::evaluate(const int32_t* x, const int32_t* y) {
+  load_batch(x, y, 0);  // (the step only keys dropout masks, and there are none here)
+  const Tensor no_gradient{nullptr, DType::F32, Shape{0}};
+  for (int m = 0; m < grad_accum_; ++m) {  // the activations are planned for one micro-batch
+    model_.forward(micro_batch_rows("x", m), dropout_context(m, /*training=*/false));
+    backend_.cross_entropy_forward_backward(micro_batch_rows("losses", m), no_gradient, model_.logits(),
+                                            micro_batch_rows("y", m), scaler_.scale(), 1);
+  }
+  return read_loss();
+}
 
 void Trainer::forward_backward() {
   backend_.fill_zero(model_.grads());
@@ -248,7 +253,7 @@ void Trainer::zero_optimizer_step() {
   });
   // The shard's padding past P holds zeros (parameters, gradients, moments), which AdamW
   // keeps at zero: 0 - lr * (0 / (sqrt(0) + eps) + wd * 0).
-  optimizer_.step(param_shard, grad_shard, s);
+  optimizer_.step(param_shard, grad_shard, batch_.get("step"), s);
   collective([&] { comm_->all_gather(param_shard.data, model_.params_padded().data, shard, DType::F32); });
   backend_.loss_scaler_update(s, scaler_.config(), batch_.get("step"));
   model_.refresh_working_weights();
@@ -260,7 +265,7 @@ void Trainer::optimizer_step() {
     return;
   }
   backend_.grad_norm_check(model_.grads(), scaler_.state());
-  optimizer_.step(model_.params(), model_.grads(), scaler_.state());
+  optimizer_.step(model_.params(), model_.grads(), batch_.get("step"), scaler_.state());
   backend_.loss_scaler_update(scaler_.state(), scaler_.config(), batch_.get("step"));
   model_.refresh_working_weights();
 }
@@ -304,153 +309,6 @@ double Trainer::read_loss() {
     sum = total;
   }
   return sum / (static_cast<double>(global_B_) * T_);
-}
-
-void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_log, Communicator* comm) {
-  const int B = o.run.batch, T = o.run.seq;
-  std::ostream null_log(nullptr);  // discards: ranks other than 0 train silently
-  std::ostream& log = comm == nullptr || comm->rank() == 0 ? rank0_log : null_log;
-  const LossScalerConfig scaler = loss_scaler_for(o.precision, o.loss_scaler);
-  // The plan was checked against the free memory before; an allocation can still fail (other
-  // processes, fragmentation): say so with the plan's numbers, before the first step.
-  std::unique_ptr<Trainer> owned;
-  try {
-    owned = std::make_unique<Trainer>(backend, o.model, o.optimizer, B, T, o.run.seed, o.precision, scaler,
-                                      o.recompute, o.grad_accum, comm, o.data_parallel);
-  } catch (const std::runtime_error& e) {
-    throw InputError(out_of_memory_message(o, backend.name(), available_memory(backend.name()), e.what()));
-  }
-  Trainer& trainer = *owned;
-  if (!trainer.model().attention_note().empty()) log << "attention: " << trainer.model().attention_note() << std::endl;
-  using Clock = std::chrono::steady_clock;
-  auto ms_since = [](Clock::time_point start) {
-    return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
-  };
-  // " (15.1 MB, 45 ms)": a checkpoint's size (MiB, like the alloc) and the time it took.
-  auto size_and_time = [](const std::string& path, double ms) {
-    std::error_code ec;
-    const double mib = static_cast<double>(std::filesystem::file_size(path, ec)) / (1024.0 * 1024.0);
-    char text[64];
-    std::snprintf(text, sizeof(text), " (%.1f MB, %.0f ms)", ec ? 0.0 : mib, ms);
-    return std::string(text);
-  };
-  // What the batches are: a checkpoint of one data source never resumes on another.
-  const std::map<std::string, std::string> data_identity = {{"data", "random"}};
-  const CheckpointOptions& ckpt = o.checkpoint;
-  // The first step to train: 0, or the steps a checkpoint has completed. Loading happens before
-  // the first step, so graph capture and everything after it are those of a fresh run.
-  int start = 0;
-  if (ckpt.resume.empty()) {
-    trainer.load_params(init_params(trainer.model().layout(), o.run.seed).data());
-  } else {
-    const Clock::time_point load_start = Clock::now();
-    const std::string path = find_resume_checkpoint(ckpt.resume);
-    start = load_checkpoint(path, trainer, o, data_identity);
-    backend.synchronize();
-    log << "checkpoint: resumed from " << path << " at step " << start << size_and_time(path, ms_since(load_start))
-        << std::endl;
-    if (start >= o.run.steps) {
-      log << "checkpoint: step " << start << " is at or past --steps " << o.run.steps << ": nothing to train"
-          << std::endl;
-      return;
-    }
-  }
-  if (!ckpt.save_dir.empty() && trainer.rank() == 0) create_checkpoint_dir(ckpt.save_dir);
-  std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
-  const double alloc_mb = static_cast<double>(trainer.bytes()) / (1024.0 * 1024.0);
-
-  // Speed: the step time is the median over the windows between log points (each log
-  // reads the loss and so waits for the backend); the first window (ending at step 0 unless
-  // resumed) is not timed, so one-time costs (first touch of memory, GEMM plans, graph
-  // capture) stay out of the median as long as there are a few windows. Time spent saving
-  // checkpoints is taken out of its window.
-  // Without dynamic scaling a skipped step means the gradients (and so the loss) went
-  // non-finite: stop rather than train on garbage. fp16 skips and recovers by design.
-  auto stop_if_diverged = [&](const LossScalerStatus& status) {
-    if (!scaler.dynamic && status.first_skipped_step >= 0)
-      throw InputError("training diverged: the loss became non-finite at step " +
-                       std::to_string(status.first_skipped_step) + " (" + precision_name(o.precision) +
-                       " has no loss scaling to recover; try a lower --lr)");
-  };
-  std::vector<double> window_ms_per_step;
-  Clock::time_point window_start = Clock::now();
-  int window_first_step = start;
-  bool first_window = true;
-  double window_saving_ms = 0;
-  auto close_window = [&](int next_step) {
-    if (!first_window)
-      window_ms_per_step.push_back((ms_since(window_start) - window_saving_ms) / (next_step - window_first_step));
-    first_window = false;
-    window_start = Clock::now();
-    window_first_step = next_step;
-    window_saving_ms = 0;
-  };
-  // A checkpoint after `done` completed steps (every --save-every, and the last): every rank
-  // takes part (ZeRO-1 gathers the moments), rank 0 writes, then deletes beyond --keep.
-  auto save_after = [&](int done) {
-    const bool due = done == o.run.steps || (ckpt.save_every > 0 && done % ckpt.save_every == 0);
-    if (ckpt.save_dir.empty() || !due) return;
-    const HostWait guard(comm, "a checkpoint save");
-    backend.synchronize();  // (the steps before it are not the save's time)
-    const Clock::time_point save_start = Clock::now();
-    const std::string path = checkpoint_path(ckpt.save_dir, done);
-    save_checkpoint(path, trainer, done, o, data_identity);
-    if (trainer.rank() != 0) return;
-    prune_checkpoints(ckpt.save_dir, ckpt.keep);
-    const double ms = ms_since(save_start);
-    window_saving_ms += ms;
-    log << "checkpoint: " << path << size_and_time(path, ms) << std::endl;
-  };
-  for (int step = start; step < o.run.steps; ++step) {
-    {
-      // (several ranks: a step that waits on its collectives longer than --comm-timeout ends the run)
-      const HostWait guard(comm, "a training step");
-      random_batch(o.run.seed, static_cast<uint32_t>(step), B, T, o.model.vocab_size, x.data(), y.data());
-      trainer.load_batch(x.data(), y.data(), static_cast<uint32_t>(step));
-      trainer.train_step(o.cuda_graph);
-      if (step % o.log_every == 0) {  // the loss of this step's forward, before its update
-        const double loss = trainer.read_loss();
-        const LossScalerStatus status = trainer.scaler().read();
-        close_window(step + 1);
-        stop_if_diverged(status);
-        char line[192];
-        if (scaler.dynamic)
-          std::snprintf(line, sizeof(line), "step %3d | loss %.4f | scale %g | skipped %d | alloc %.1f MB", step,
-                        loss, status.scale, status.skipped_steps, alloc_mb);
-        else
-          std::snprintf(line, sizeof(line), "step %3d | loss %.4f | alloc %.1f MB", step, loss, alloc_mb);
-        log << line << std::endl;
-      }
-    }
-    save_after(step + 1);  // the state after this step's update: step + 1 steps completed
-  }
-  {
-    const HostWait guard(comm, "the last step");
-    backend.synchronize();
-  }
-  if (window_first_step < o.run.steps) close_window(o.run.steps);
-  stop_if_diverged(trainer.scaler().read());  // steps after the last log point count too
-  const int trained = o.run.steps - start;     // by this process
-  if (!window_ms_per_step.empty()) {
-    std::sort(window_ms_per_step.begin(), window_ms_per_step.end());
-    const size_t n = window_ms_per_step.size();
-    const double ms = n % 2 ? window_ms_per_step[n / 2] : 0.5 * (window_ms_per_step[n / 2 - 1] + window_ms_per_step[n / 2]);
-    // Several ranks: the world size, and with a host transport the mean time a step spent in
-    // collectives (NCCL's run on the stream, overlapped: not measurable from the host).
-    std::string ranks;
-    if (trainer.world_size() > 1) {
-      ranks = " | " + std::to_string(trainer.world_size()) + " ranks";
-      if (trainer.host_comm_seconds() > 0) {
-        char comm[64];
-        std::snprintf(comm, sizeof(comm), " | comm %.2f ms/step", 1e3 * trainer.host_comm_seconds() / trained);
-        ranks += comm;
-      }
-    }
-    char line[224];
-    std::snprintf(line, sizeof(line), "done: %d steps | %.1f tokens/s | %.2f ms/step%s", trained, 1e3 * B * T / ms,
-                  ms, ranks.c_str());
-    log << line << std::endl;
-  }
 }
 
 }  // namespace tt

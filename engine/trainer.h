@@ -86,6 +86,10 @@ class Trainer {
   void load_batch(const int32_t* x, const int32_t* y, uint32_t step);
   // Forward only, on the loaded batch (its first micro-batch): fills model().logits().
   void forward();
+  // x, y (B*T each, the global batch): the batch's mean cross-entropy in evaluation mode (no
+  // dropout, no gradients, nothing updated), summed over ranks like read_loss. Runs eagerly,
+  // between steps (the next step loads its own batch); waits for the backend.
+  double evaluate(const int32_t* x, const int32_t* y);
   // Zeroes the gradients, then forward and backward of every micro-batch of the loaded batch:
   // each micro-batch's loss gradient is divided by the tokens of the whole global batch, so
   // the gradients sum to those of its mean loss. With several ranks (zero 0), the last
@@ -114,7 +118,7 @@ class Trainer {
   int buckets_per_step() const { return buckets_ ? buckets_->buckets_sent() : 0; }
 
  private:
-  DropoutContext dropout_context(int micro_batch) const;
+  DropoutContext dropout_context(int micro_batch, bool training = true) const;
   void zero_optimizer_step();  // ZeRO-1's optimizer_step
   // Runs one collective: after synchronising the backend when the transport works on host
   // memory, and timing it into host_comm_seconds_.
@@ -160,6 +164,13 @@ struct CheckpointOptions {
   std::string resume;    // "": start at step 0; a directory: its latest checkpoint; a file: that one
 };
 
+// `train --data DIR --eval-every N --eval-batches K` (engine/token_dataset.h).
+struct DataOptions {
+  std::string dir;       // "": the seed workload's random tokens
+  int eval_every = 0;    // validation loss before every N-th step and after the last; 0: never
+  int eval_batches = 8;  // batches of --batch fixed windows of val.bin per evaluation
+};
+
 struct TrainOptions {
   ModelConfig model;
   AdamWConfig optimizer;
@@ -174,13 +185,9 @@ struct TrainOptions {
   // The ranks the memory plan is for (`plan --ranks`); `train` sets it from its launch.
   int ranks = 1;
   CheckpointOptions checkpoint;
+  DataOptions data;
+  std::string metrics_path;  // --metrics FILE.jsonl (engine/metrics_log.h); "": none
+  std::string init_from;     // --init-from FILE: initial parameters from a state_dict safetensors
 };
-
-// The `tinytrain train` loop on random tokens: logs "step | loss | alloc" and the speed. With a
-// communicator of several ranks, each trains its rows of every global batch and only rank 0
-// logs (the speed line adds the world size; tokens/s counts the global batch). With
-// options.checkpoint: resumes from a checkpoint before the first step, and saves one (rank 0
-// writes) after the steps it names, one log line each (engine/checkpoint.h).
-void run_training(Backend& backend, const TrainOptions& options, std::ostream& log, Communicator* comm = nullptr);
 
 }  // namespace tt

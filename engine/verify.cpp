@@ -5,6 +5,9 @@
 //   step1.* (our AdamW on the reference params and grads): 2e-6 x max(1, |p|) per element
 //   final.* (after all steps): 0.1 x lr x steps absolute; AdamW turns rounding-level gradients
 //     into +-lr moves, so final parameters can only be compared on the scale of lr x steps.
+//     (lr is the peak lr of the schedule: each step moves a parameter by at most about it.)
+//   grad_norm[s] (when the reference holds it): the global norm of the unscaled gradients of
+//     step s, relative, with the grads.* tolerance (see tolerances_for).
 #include "engine/verify.h"
 
 #include <algorithm>
@@ -97,6 +100,14 @@ class Report {
 //     the other side of the kink, and each flips one term of a weight-gradient sum, so the
 //     error grows like sqrt(u) (smooth GELU models stay near 2 u)
 //   step1.*: the fp32 tolerance (the optimizer runs in fp32 on fp32 masters)
+//   grad_norm[s]: grads_rel x |ref norm|. The norm is the L2 of the whole gradient, so its
+//     relative error is at most the gradient's relative L2 error, which the grads.* tolerances
+//     bound (for fp32 they bound the max error per tensor at 1e-4 of its max; the norm is
+//     dominated by the large elements). The two sides also compute it differently: PyTorch
+//     1.13's clip_grad_norm_ in fp32, as the norm of the per-parameter norms (error a few fp32
+//     ulps, ~1e-7 relative); ours sums the squares in double and rounds once to fp32 (then
+//     sqrt and 1/scale in fp32): both far below 1e-4. Later steps add the drift of the
+//     parameters, which final.* bounds; measured: see docs/numerics.md.
 //   final.*: relative L2 of each tensor's whole update (final - initial) below 1: the update
 //     must point the reference's way (0 is exact; no update or a random one scores >= 1)
 struct Tolerances {
@@ -142,6 +153,8 @@ bool run_verify(Backend& backend, const std::string& path, std::ostream& out, Pr
   check_token_ids(y.data(), static_cast<int64_t>(y.size()), V, path + ": reference tensor 'y'");
   const std::vector<float> logits0 = read_f32(file, "logits0", {B, T, V});
   const std::vector<float> losses = read_f32(file, "loss", {S});
+  const bool has_grad_norm = file.contains("grad_norm");  // optional: newer references record it
+  const std::vector<float> grad_norms = has_grad_norm ? read_f32(file, "grad_norm", {S}) : std::vector<float>();
 
   out << "verify " << path << " on the " << backend.name() << " backend, " << precision_name(precision) << ": "
       << model_config_to_json(config)
@@ -177,9 +190,15 @@ bool run_verify(Backend& backend, const std::string& path, std::ostream& out, Pr
   {
     AdamW adamw(backend, opt, static_cast<int64_t>(P));
     const LossScaler unit_scale(backend, LossScalerConfig{});  // scale 1, no inf found
+    ArenaPlan step_plan;
+    step_plan.add("step", DType::I32, {1});
+    const Arena step0(backend, step_plan);  // training step 0: the schedule's first lr
+    const int32_t zero = 0;
+    backend.copy_to_device(step0.get("step").data, &zero, sizeof zero);
     trainer.load_params(params0.data());
     backend.copy_to_device(model.grads().data, grads0.data(), model.grads().bytes());
-    adamw.step(model.params(), model.grads(), unit_scale.state());
+    backend.grad_norm_check(model.grads(), unit_scale.state());  // the norm clipping reads
+    adamw.step(model.params(), model.grads(), step0.get("step"), unit_scale.state());
     download(model.params(), host);
     compare_params("step1.", host, step1, [&tol](const ParamInfo&, const float* w) {
       return [w, &tol](size_t i) { return tol.step1_rel * std::max(1.0, std::fabs(static_cast<double>(w[i]))); };
@@ -216,7 +235,15 @@ bool run_verify(Backend& backend, const std::string& path, std::ostream& out, Pr
                                 p.shape.numel(), tol.grads_rel);
       }
     }
+    // The scale these gradients carry, read before the scaler's update may change it.
+    const float scale = has_grad_norm ? trainer.scaler().read().scale : 1.0f;
     trainer.optimizer_step();
+    if (has_grad_norm) {  // the global norm the step computed (and clipped with), unscaled
+      const float norm = trainer.scaler().read().grad_norm / scale;
+      const double norm_tol = tol.grads_rel * std::fabs(static_cast<double>(grad_norms[s]));
+      report.compare("grad_norm[" + std::to_string(s) + "]", &norm, &grad_norms[s], 1,
+                     [norm_tol](size_t) { return norm_tol; });
+    }
   }
   download(model.params(), host);
   if (precision == Precision::FP32) {

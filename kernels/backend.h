@@ -162,10 +162,14 @@ class Backend {
   virtual void grad_norm_check(Tensor grads, const LossScalerState& s) = 0;
   // params (n), grads (n), exp_avg (n), exp_avg_sq (n); step_count (1) int32 holds the steps
   // taken: the update is step t = step_count + 1, and step_count becomes t. The gradients are
-  // scaled by s.scale and unscaled here (times 1/scale). When s.found_inf is set nothing
-  // changes: parameters, moments and step count stay as they are (a skipped step).
+  // scaled by s.scale and unscaled here (times 1/scale), then, with hyper.grad_clip > 0,
+  // clipped to that global norm (clip_coefficient of s.grad_norm_sq, which grad_norm_check
+  // wrote). The lr is scheduled_lr(hyper.lr, hyper.schedule, *train_step), train_step (1)
+  // int32 the 0-based training step (skipped ones included). All read from backend memory when
+  // the update runs. When s.found_inf is set nothing changes: parameters, moments and step
+  // count stay as they are (a skipped step).
   virtual void adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
-                          const AdamWHyper& hyper, const LossScalerState& s) = 0;
+                          Tensor train_step, const AdamWHyper& hyper, const LossScalerState& s) = 0;
   // After the optimizer: loss_scaler_update (kernels/common/loss_scaler.h) on s, with the
   // training step read from `step` (1) int32.
   virtual void loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) = 0;

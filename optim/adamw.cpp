@@ -14,9 +14,9 @@ ArenaPlan AdamW::plan_state(int64_t n) {
 AdamW::AdamW(Backend& backend, const AdamWHyper& hyper, int64_t num_params)
     : backend_(backend), hyper_(hyper), state_(backend, plan_state(num_params)) {}
 
-void AdamW::step(Tensor params, Tensor grads, const LossScalerState& scaler) {
+void AdamW::step(Tensor params, Tensor grads, Tensor train_step, const LossScalerState& scaler) {
   backend_.adamw_step(params, grads, state_.get("exp_avg"), state_.get("exp_avg_sq"), state_.get("step_count"),
-                      hyper_, scaler);
+                      train_step, hyper_, scaler);
 }
 
 }  // namespace tt

@@ -22,8 +22,10 @@ class AdamW {
   static ArenaPlan plan_state(int64_t num_params);  // exp_avg, exp_avg_sq, step_count
 
   // params (P), grads (P) scaled by the loss scaler's scale: one update, or none when the
-  // scaler found an inf or NaN in the gradients.
-  void step(Tensor params, Tensor grads, const LossScalerState& scaler);
+  // scaler found an inf or NaN in the gradients. train_step (I32 [1], backend memory): the
+  // 0-based training step, which sets the lr of the schedule; clipping (hyper.grad_clip) uses
+  // scaler.grad_norm_sq, so grad_norm_check must have run on these gradients.
+  void step(Tensor params, Tensor grads, Tensor train_step, const LossScalerState& scaler);
   size_t bytes() const { return state_.bytes(); }
   AdamWState state() const {
     return AdamWState{state_.get("exp_avg"), state_.get("exp_avg_sq"), state_.get("step_count")};

@@ -9,10 +9,11 @@ cd "$(dirname "$0")/.."
 # clang, its sanitizer runtimes (only recommended by clang's packages, which apt skips here)
 # and its OpenMP runtime: the sanitizer build, scripts/test_sanitizers.sh. SentencePiece: the
 # BPE tokenizer of `tinytrain prepare`; fortunes: a small text corpus for the toy language
-# models (/usr/share/games/fortunes, docs/toy-lm.md).
+# models (/usr/share/games/fortunes, docs/toy-lm.md); matplotlib: tools/plot_metrics.py.
 packages=(cmake ninja-build g++ libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev googletest python3-torch clang libclang-rt-14-dev libomp-dev
-          libopenmpi-dev openmpi-bin libsentencepiece-dev fortunes)
+          libopenmpi-dev openmpi-bin libsentencepiece-dev fortunes
+          python3-matplotlib)
 missing=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")

@@ -46,15 +46,15 @@ AdamWHyper hyper(const Hyper& h) {
 }
 
 // The step-t scalars exactly as the backends build them.
-AdamWStepScalars scalars(const Hyper& h, int t) { return adamw_step_scalars(hyper(h), t); }
+AdamWStepScalars scalars(const Hyper& h, int t) { return adamw_step_scalars(hyper(h), h.lr, t); }
 
 // CpuBackend::adamw_step for step t: the step count it reads holds the t - 1 steps taken.
 void backend_step(Backend& backend, std::vector<float>& p, std::vector<float>& g, std::vector<float>& m,
                   std::vector<float>& v, const Hyper& h, int t) {
-  std::vector<int32_t> step_count{t - 1};
+  std::vector<int32_t> step_count{t - 1}, train_step{t - 1};
   const Shape n{static_cast<int64_t>(p.size())};
   backend.adamw_step(f32_view(p, n), f32_view(g, n), f32_view(m, n), f32_view(v, n), i32_view(step_count, {1}),
-                     hyper(h), test::unit_scaler());
+                     i32_view(train_step, {1}), hyper(h), test::unit_scaler());
   ASSERT_EQ(step_count[0], t) << "adamw_step advances the step count";
 }
 

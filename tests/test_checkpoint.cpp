@@ -17,6 +17,9 @@
 #include <sstream>
 
 #include "engine/checkpoint.h"
+#include "engine/init.h"
+#include "engine/safetensors.h"
+#include "engine/train_loop.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/cli_test_util.h"
 #include "tests/memory_checks.h"
@@ -445,6 +448,161 @@ TEST(Checkpoint, AnotherDataSourceIsRefused) {
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("not a tinytrain checkpoint"), std::string::npos) << e.what();
   }
+}
+
+}  // namespace
+}  // namespace tt
+
+namespace tt {
+namespace {
+
+using namespace test;
+
+// ---- readers without a Trainer: read_checkpoint_model (sample), read_state_dict (--init-from) ----
+
+// The error of `read`, expected to be one InputError line holding each of `phrases`.
+template <typename Read>
+void expect_refused(Read read, std::initializer_list<std::string> phrases) {
+  try {
+    read();
+    ADD_FAILURE() << "accepted";
+  } catch (const InputError& e) {
+    const std::string what = e.what();
+    EXPECT_EQ(what.find('\n'), std::string::npos) << what;
+    for (const std::string& p : phrases) EXPECT_NE(what.find(p), std::string::npos) << "'" << p << "' not in: " << what;
+  }
+}
+
+// Notes are written and covered by the checksum, but never compared on load; the model reader
+// gives the saved config, parameters, metadata and step without a Trainer.
+TEST(Checkpoint, NotesAndTheModelReader) {
+  auto cpu = make_cpu_backend();
+  ScratchDir dir;
+  const TrainOptions o = tiny_options();
+  std::vector<double> losses;
+  auto source = fresh_run(*cpu, o, 2, losses);
+  const std::string path = dir.file("c.safetensors");
+  save_checkpoint(path, *source, 2, o, kData, {{"tokenizer", "/data/prepared"}});
+  auto trainer = make_trainer(*cpu, o);
+  EXPECT_EQ(load_checkpoint(path, *trainer, o, kData), 2);  // (the note is not compared)
+
+  const CheckpointModel m = read_checkpoint_model(path);
+  EXPECT_EQ(model_config_to_json(m.config), model_config_to_json(o.model));
+  EXPECT_EQ(m.params, source->read_state().params);
+  EXPECT_EQ(m.step, 2);
+  EXPECT_EQ(m.metadata.at("tokenizer"), "/data/prepared");
+  EXPECT_EQ(m.metadata.at("data"), "random");
+
+  // a note changed by hand (same length, so only the checksum can tell) is refused by both readers
+  std::string bytes = read_whole_file(path);
+  const size_t at = bytes.find("/data/prepared");
+  ASSERT_NE(at, std::string::npos);
+  bytes[at + 1] = 'D';
+  const std::string edited = dir.write("edited.safetensors", bytes);
+  expect_refused([&] { read_checkpoint_model(edited); }, {"edited.safetensors", "checksum"});
+  expect_refused([&] { load_checkpoint(edited, *trainer, o, kData); }, {"edited.safetensors", "checksum"});
+  // notes may not reuse a checkpoint field or an extra entry
+  EXPECT_THROW(save_checkpoint(dir.file("d.safetensors"), *source, 2, o, kData, {{"config", "{}"}}),
+               std::invalid_argument);
+  EXPECT_THROW(save_checkpoint(dir.file("d.safetensors"), *source, 2, o, kData, {{"data", "x"}}),
+               std::invalid_argument);
+}
+
+// The model reader runs load_checkpoint's whole-file checks: truncated, a tensor missing, an
+// unknown tensor, another shape, not a checkpoint, a non-finite parameter.
+TEST(Checkpoint, TheModelReaderChecksTheWholeFile) {
+  auto cpu = make_cpu_backend();
+  ScratchDir dir;
+  const TrainOptions o = tiny_options();
+  std::vector<double> losses;
+  auto source = fresh_run(*cpu, o, 2, losses);
+  const std::string path = dir.file("c.safetensors");
+  save_checkpoint(path, *source, 2, o, kData);
+  const std::string bytes = read_whole_file(path);
+  for (size_t keep : {bytes.size() - 1, bytes.size() / 2, size_t{5}}) {
+    const std::string cut = dir.write("cut.safetensors", bytes.substr(0, keep));
+    expect_refused([&] { read_checkpoint_model(cut); }, {"cut.safetensors"});
+  }
+  {
+    RawSafetensors st = RawSafetensors::load(path);
+    ASSERT_TRUE(st.erase("optimizer.exp_avg_sq.lm_head.bias"));
+    const std::string p = dir.write("missing.safetensors", st.serialize());
+    expect_refused([&] { read_checkpoint_model(p); }, {"missing.safetensors", "missing tensor 'optimizer.exp_avg_sq.lm_head.bias'"});
+  }
+  {
+    RawSafetensors st = RawSafetensors::load(path);
+    st.tensors.push_back({"extra", "F32", {1}, std::string(4, '\0')});
+    const std::string p = dir.write("extra.safetensors", st.serialize());
+    expect_refused([&] { read_checkpoint_model(p); }, {"extra.safetensors", "unexpected tensor 'extra'"});
+  }
+  {
+    RawSafetensors st = RawSafetensors::load(path);
+    RawTensor* t = st.find("lm_head.bias");
+    ASSERT_NE(t, nullptr);
+    t->shape = {2, t->shape[0] / 2};
+    const std::string p = dir.write("shape.safetensors", st.serialize());
+    expect_refused([&] { read_checkpoint_model(p); }, {"shape.safetensors", "'lm_head.bias' has shape"});
+  }
+  const std::string reference = std::string(TINYTRAIN_SOURCE_DIR) + "/tests/fuzz/seeds/tiny_reference.safetensors";
+  expect_refused([&] { read_checkpoint_model(reference); }, {"not a tinytrain checkpoint"});
+  TrainingState state = source->read_state();
+  state.params[5] = INFINITY;
+  source->load_state(state);
+  save_checkpoint(dir.file("inf.safetensors"), *source, 2, o, kData);
+  expect_refused([&] { read_checkpoint_model(dir.file("inf.safetensors")); },
+                 {"inf.safetensors", "tensor 'embed.weight' element 5 is inf: parameters must be finite"});
+}
+
+// A plain state_dict file: every parameter under its PyTorch name, F32, its shape, nothing else.
+TEST(Checkpoint, StateDictForInitFrom) {
+  ScratchDir dir;
+  const ModelConfig config = tiny_options().model;
+  const ParamLayout layout(config);
+  const std::vector<float> params = init_params(layout, 99);
+  auto write = [&](const std::string& name, std::vector<SafetensorsTensorRef> tensors) {
+    write_safetensors(dir.file(name), {}, tensors);
+    return dir.file(name);
+  };
+  std::vector<SafetensorsTensorRef> all;
+  for (const ParamInfo& p : layout.params()) all.push_back({p.name, DType::F32, p.shape, params.data() + p.offset});
+  EXPECT_EQ(read_state_dict(write("good.safetensors", all), config), params);
+
+  std::vector<SafetensorsTensorRef> missing(all.begin(), all.end() - 1);
+  const std::string last = all.back().name;
+  expect_refused([&] { read_state_dict(write("missing.safetensors", missing), config); },
+                 {"missing.safetensors", "missing tensor '" + last + "'"});
+  std::vector<SafetensorsTensorRef> extra = all;
+  const float one = 1.0f;
+  extra.push_back({"encoder.layers.7.linear1.weight", DType::F32, Shape{1}, &one});
+  expect_refused([&] { read_state_dict(write("extra.safetensors", extra), config); },
+                 {"extra.safetensors", "unexpected tensor 'encoder.layers.7.linear1.weight'"});
+  std::vector<SafetensorsTensorRef> reshaped = all;
+  reshaped[0].shape = Shape{reshaped[0].shape.numel()};
+  expect_refused([&] { read_state_dict(write("shape.safetensors", reshaped), config); },
+                 {"shape.safetensors", "'" + all[0].name + "' has shape"});
+  std::vector<SafetensorsTensorRef> as_int = all;
+  as_int[1].dtype = DType::I32;
+  expect_refused([&] { read_state_dict(write("dtype.safetensors", as_int), config); },
+                 {"dtype.safetensors", "'" + all[1].name + "' has dtype I32, expected F32"});
+  std::vector<float> spoiled = params;
+  spoiled[layout.find("lm_head.bias").offset + 2] = NAN;
+  std::vector<SafetensorsTensorRef> with_nan;
+  for (const ParamInfo& p : layout.params()) with_nan.push_back({p.name, DType::F32, p.shape, spoiled.data() + p.offset});
+  expect_refused([&] { read_state_dict(write("nan.safetensors", with_nan), config); },
+                 {"nan.safetensors", "tensor 'lm_head.bias' element 2 is nan"});
+  const std::string bytes = read_whole_file(dir.file("good.safetensors"));
+  const std::string cut = dir.write("cut.safetensors", bytes.substr(0, bytes.size() - 3));
+  expect_refused([&] { read_state_dict(cut, config); }, {"cut.safetensors"});
+  // another model's state_dict (wider) and a checkpoint (its optimizer tensors) are refused too
+  ModelConfig wider = config;
+  wider.d_model = 16;
+  expect_refused([&] { read_state_dict(dir.file("good.safetensors"), wider); }, {"good.safetensors", "has shape"});
+  auto cpu = make_cpu_backend();
+  std::vector<double> losses;
+  const TrainOptions o = tiny_options();
+  save_checkpoint(dir.file("ckpt.safetensors"), *fresh_run(*cpu, o, 1, losses), 1, o, kData);
+  expect_refused([&] { read_state_dict(dir.file("ckpt.safetensors"), config); },
+                 {"ckpt.safetensors", "unexpected tensor 'optimizer.exp_avg."});
 }
 
 }  // namespace

@@ -708,6 +708,7 @@ std::vector<CaseSpec> adamw_cases() {
                            fresh ? std::vector<float>(p.n, 0.0f) : test::random_floats(p.n, 94, 0.0f, 0.01f),
                            kElementwiseTol);
                        const int count = c.scalar_i32("step_count", p.start_step, /*compare=*/true);
+                       const int train_step = c.scalar_i32("train step", p.start_step, /*compare=*/false);
                        AdamWHyper hyper;
                        hyper.lr = 1e-2;
                        hyper.weight_decay = 0.1;
@@ -715,7 +716,8 @@ std::vector<CaseSpec> adamw_cases() {
                        const ScalerSlots scaler = unit_scaler_in(c);
                        c.run = [=](Backend& be, const std::vector<Tensor>& v) {
                          for (int s = 0; s < steps; ++s)
-                           be.adamw_step(v[params], v[grads], v[m], v[v2], v[count], hyper, scaler_at(v, scaler));
+                           be.adamw_step(v[params], v[grads], v[m], v[v2], v[count], v[train_step], hyper,
+                                         scaler_at(v, scaler));
                        };
                        return c;
                      }});
@@ -741,6 +743,7 @@ std::vector<CaseSpec> adamw_skip_cases() {
                        const int v2 =
                            unchanged(c.inout_f32("exp_avg_sq", {n}, test::random_floats(n, 98, 0.0f, 0.01f), 0.0));
                        const int count = unchanged(c.scalar_i32("step_count", 41, /*compare=*/true));
+                       const int train_step = c.scalar_i32("train step", 41, /*compare=*/false);
                        ScalerSlots scaler = unit_scaler_in(c);
                        c.tensors[scaler.found_inf].i32 = {1};
                        c.tensors[scaler.found_inf].expect_unchanged = true;
@@ -748,9 +751,72 @@ std::vector<CaseSpec> adamw_skip_cases() {
                        AdamWHyper hyper;
                        hyper.lr = 1e-2;
                        hyper.weight_decay = 0.1;
+                       // a schedule and clipping change nothing about a skipped step
+                       hyper.schedule.kind = LrScheduleKind::Cosine;
+                       hyper.schedule.warmup_steps = 3;
+                       hyper.schedule.total_steps = 50;
+                       hyper.grad_clip = 0.5;
                        c.run = [=](Backend& be, const std::vector<Tensor>& v) {
                          for (int s = 0; s < 2; ++s)
-                           be.adamw_step(v[params], v[grads], v[m], v[v2], v[count], hyper, scaler_at(v, scaler));
+                           be.adamw_step(v[params], v[grads], v[m], v[v2], v[count], v[train_step], hyper,
+                                         scaler_at(v, scaler));
+                       };
+                       return c;
+                     }});
+  }
+  return specs;
+}
+
+// ---- AdamW with an lr schedule and gradient clipping: grad_norm_check then adamw_step, as the
+// trainer runs them, over steps that cross the warmup, with the training step written into
+// backend memory before each (as load_batch does) and a loss scale of 1024 (unscaled here).
+// Both backends clip with the norm their own grad_norm_check computed; the two sums agree to
+// an fp32 ulp (see grad_norm_check_cases), so the clip factors do too: kElementwiseTol. ----
+std::vector<CaseSpec> adamw_schedule_clip_cases() {
+  struct P {
+    int64_t n;
+    LrScheduleKind kind;
+    double clip;  // 0: off; 1e9: above every norm (coefficient 1)
+    const char* what;
+  };
+  std::vector<CaseSpec> specs;
+  for (P p : {P{37, LrScheduleKind::Cosine, 0.5, "cosine_clip_half"},
+              P{4099, LrScheduleKind::Linear, 2.0, "linear_clip2"},
+              P{100003, LrScheduleKind::Cosine, 1.0, "cosine_clip1"},
+              P{4099, LrScheduleKind::Constant, 1e9, "constant_clip_above_norm"},
+              P{4099, LrScheduleKind::Cosine, 0.0, "cosine_no_clip"}}) {
+    const std::string name = "adamw_schedule_n" + std::to_string(p.n) + "_" + p.what;
+    specs.push_back({name, [p] {
+                       OpCase c;
+                       const int params =
+                           c.inout_f32("params", {p.n}, test::random_floats(p.n, 191), kElementwiseTol);
+                       // gradients x 1024 (the loss scale); norm ~ 1024 sqrt(n / 3)
+                       std::vector<float> g = test::random_floats(p.n, 192);
+                       for (float& x : g) x *= 1024.0f;
+                       const int grads = c.inout_f32("grads", {p.n}, g, -1.0);
+                       const int m = c.inout_f32("exp_avg", {p.n}, std::vector<float>(p.n, 0.0f), kElementwiseTol);
+                       const int v2 =
+                           c.inout_f32("exp_avg_sq", {p.n}, std::vector<float>(p.n, 0.0f), kElementwiseTol);
+                       const int count = c.scalar_i32("step_count", 0, /*compare=*/true);
+                       const int train_step = c.scalar_i32("train step", 0, /*compare=*/false);
+                       ScalerSlots scaler = unit_scaler_in(c);
+                       c.tensors[scaler.scale].f32 = {1024.0f};
+                       AdamWHyper hyper;
+                       hyper.lr = 1e-2;
+                       hyper.eps = 1e-2;  // the update depends on the gradients' size, so on the clip
+                       hyper.weight_decay = 0.1;
+                       hyper.schedule.kind = p.kind;
+                       hyper.schedule.warmup_steps = 2;
+                       hyper.schedule.total_steps = 5;
+                       hyper.schedule.min_lr = 1e-4;
+                       hyper.grad_clip = p.clip;
+                       c.run = [=](Backend& be, const std::vector<Tensor>& v) {
+                         for (int32_t s = 0; s < 5; ++s) {
+                           be.copy_to_device(v[train_step].data, &s, sizeof s);
+                           be.grad_norm_check(v[grads], scaler_at(v, scaler));
+                           be.adamw_step(v[params], v[grads], v[m], v[v2], v[count], v[train_step], hyper,
+                                         scaler_at(v, scaler));
+                         }
                        };
                        return c;
                      }});
@@ -902,7 +968,7 @@ std::vector<CaseSpec> graph_cases() {
                  be.linear_forward(v[out], v[x], v[w], v[b]);
                  be.dropout_forward(v[out], v[out], mask);
                  be.linear_backward(Tensor{nullptr, DType::F32, Shape{}}, v[dw], v[db], v[out], v[x], v[w]);
-                 be.adamw_step(v[w], v[dw], v[m], v[v2], v[count], hyper, scaler_at(v, scaler));
+                 be.adamw_step(v[w], v[dw], v[m], v[v2], v[count], v[step], hyper, scaler_at(v, scaler));
                };
                for (uint32_t s = 1; s <= static_cast<uint32_t>(kSteps); ++s) {
                  be.copy_to_device(v[step].data, &s, sizeof s);
@@ -931,8 +997,8 @@ std::vector<CaseSpec> all_cases() {
                         activation_cases, dropout_cases, residual_cases})
       append(family(act));
   // precision and the optimizer step: fixed dtypes (casts name theirs; the rest is F32 and I32)
-  for (auto family : {cast_cases, grad_norm_check_cases, adamw_cases, adamw_skip_cases, loss_scaler_cases,
-                      graph_cases})
+  for (auto family : {cast_cases, grad_norm_check_cases, adamw_cases, adamw_skip_cases, adamw_schedule_clip_cases,
+                      loss_scaler_cases, graph_cases})
     append(family());
   return all;
 }

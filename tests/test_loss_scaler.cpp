@@ -26,6 +26,7 @@
 
 #include "engine/data.h"
 #include "engine/init.h"
+#include "engine/train_loop.h"
 #include "engine/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/cli_test_util.h"
@@ -113,12 +114,12 @@ class RecordingBackend final : public Backend {
     inner_->cast(dst, src);
   }
   void grad_norm_check(Tensor grads, const LossScalerState& s) override { inner_->grad_norm_check(grads, s); }
-  void adamw_step(Tensor params, Tensor grads, Tensor m, Tensor v, Tensor count, const AdamWHyper& hyper,
-                  const LossScalerState& s) override {
+  void adamw_step(Tensor params, Tensor grads, Tensor m, Tensor v, Tensor count, Tensor train_step,
+                  const AdamWHyper& hyper, const LossScalerState& s) override {
     exp_avg = m;
     exp_avg_sq = v;
     step_count = count;
-    inner_->adamw_step(params, grads, m, v, count, hyper, s);
+    inner_->adamw_step(params, grads, m, v, count, train_step, hyper, s);
   }
   void loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) override {
     inner_->loss_scaler_update(s, config, step);
@@ -254,7 +255,7 @@ TEST(LossScaler, Fp16InfInGradientsSkipsTheStepBitExactly) {
   };
   std::vector<float> p = floats(before.params), m = floats(before.exp_avg), v = floats(before.exp_avg_sq);
   const int64_t P = static_cast<int64_t>(p.size());
-  int32_t count = 1, tracker = 0, found_inf = 0, skipped = 0, first = -1;
+  int32_t count = 1, train_step = 2, tracker = 0, found_inf = 0, skipped = 0, first = -1;
   float scale = 32768.0f, norm_sq = 0.0f;
   const LossScalerState ref_state{Tensor{&scale, DType::F32, Shape{1}},   Tensor{&tracker, DType::I32, Shape{1}},
                                   Tensor{&found_inf, DType::I32, Shape{1}}, Tensor{&skipped, DType::I32, Shape{1}},
@@ -262,7 +263,8 @@ TEST(LossScaler, Fp16InfInGradientsSkipsTheStepBitExactly) {
   auto cpu = make_cpu_backend();
   cpu->adamw_step(Tensor{p.data(), DType::F32, Shape{P}}, Tensor{grads.data(), DType::F32, Shape{P}},
                   Tensor{m.data(), DType::F32, Shape{P}}, Tensor{v.data(), DType::F32, Shape{P}},
-                  Tensor{&count, DType::I32, Shape{1}}, rig.opt, ref_state);
+                  Tensor{&count, DType::I32, Shape{1}}, Tensor{&train_step, DType::I32, Shape{1}}, rig.opt,
+                  ref_state);
   rig.trainer->optimizer_step();
   const TrainingState after = read_state(rig.backend, *rig.trainer);
   EXPECT_EQ(step_count_of(after), 2) << "the skipped step must not count";

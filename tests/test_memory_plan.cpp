@@ -9,6 +9,7 @@
 
 #include "engine/init.h"
 #include "engine/memory_plan.h"
+#include "engine/train_loop.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/cli_test_util.h"
 

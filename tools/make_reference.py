@@ -3,7 +3,10 @@
 
 The file is what `tinytrain verify` checks the engine against (format:
 docs/reference-format.md): initial parameters, the token batches, step-0 logits and gradients,
-the loss of every step, and the parameters after the first and after the last AdamW step.
+the loss and the global gradient norm of every step, and the parameters after the first and
+after the last AdamW step. The lr may follow a schedule (warmup, then constant, cosine or
+linear decay: scheduled_lr, the engine's kernels/common/lr_schedule.h) and the gradients may
+be clipped to a global norm (torch.nn.utils.clip_grad_norm_).
 
 Before the file is put in place, the run is replayed in float64 and the fp32 results are
 measured against it with verify's own metrics (fp64_check); a reference whose own rounding
@@ -33,6 +36,9 @@ from tinytrain_model import (CONFIG_KEYS, SEED_CONFIG, build_model,  # noqa: E40
 
 FORMAT = "tinytrain-reference"
 VERSION = "1"
+# The optimizer metadata's fields, as the engine's adamw_config_to_json writes them.
+OPTIMIZER_KEYS = ("lr", "beta1", "beta2", "eps", "weight_decay", "lr_schedule", "warmup_steps",
+                  "total_steps", "min_lr", "grad_clip")
 
 # ---------------------------------------------------------------------------------------
 # safetensors I/O
@@ -119,11 +125,34 @@ def run_reference(cfg, opt, batch, seq, steps, seed):
     return train_steps(model, opt, x, y)
 
 
+def scheduled_lr(opt, step):
+    """The lr of 0-based training step `step`: the engine's scheduled_lr
+    (kernels/common/lr_schedule.h), in Python floats (double)."""
+    peak, warmup, kind = opt["lr"], opt["warmup_steps"], opt["lr_schedule"]
+    if step < warmup:
+        return peak * (step + 1) / warmup
+    if kind == "constant":
+        return peak
+    progress = (step - warmup) / max(1, opt["total_steps"] - warmup)
+    min_lr = opt["min_lr"]
+    if kind == "cosine":
+        return min_lr + 0.5 * (peak - min_lr) * (1 + math.cos(math.pi * progress))
+    return peak - (peak - min_lr) * progress
+
+
+def global_grad_norm(params):
+    """The total L2 norm of the gradients exactly as clip_grad_norm_ (PyTorch 1.13) computes
+    it: the norm of the per-parameter norms, in the parameters' dtype."""
+    return torch.norm(torch.stack([torch.norm(p.grad.detach(), 2.0) for p in params]), 2.0)
+
+
 def train_steps(model, opt, x, y):
     """AdamW-train `model` on the batches x[s] -> y[s]; return the reference tensors in file order.
 
     x and y are (steps, batch, seq) int64. Everything runs in the dtype of the model's
     parameters; the float32 reference and the float64 replay share this one procedure.
+    Each step sets the scheduled lr (group['lr'] before optimizer.step()) and, with grad_clip
+    > 0, clips after the backward (grads.* are recorded before clipping: the raw gradients).
     """
     steps = x.shape[0]
     vocab = model.lm_head.out_features
@@ -143,6 +172,8 @@ def train_steps(model, opt, x, y):
     out["x"] = x.to(torch.int32)
     out["y"] = y.to(torch.int32)
     losses = []
+    norms = []
+    params = list(model.parameters())
     grads = step1 = None
     for s in range(steps):
         optimizer.zero_grad(set_to_none=True)
@@ -157,10 +188,18 @@ def train_steps(model, opt, x, y):
                 if p.grad is None:
                     raise RuntimeError(f"{name} got no gradient")
                 grads[f"grads.{name}"] = p.grad.detach().clone()
+        if opt["grad_clip"] > 0:
+            norm = torch.nn.utils.clip_grad_norm_(params, opt["grad_clip"])
+        else:
+            norm = global_grad_norm(params)
+        norms.append(norm.detach().clone())
+        for group in optimizer.param_groups:
+            group["lr"] = scheduled_lr(opt, s)
         optimizer.step()
         if s == 0:
             step1 = snapshot("step1")
     out["loss"] = torch.stack(losses)
+    out["grad_norm"] = torch.stack(norms)
     out.update(grads)
     out.update(step1)
     out.update(snapshot("final"))
@@ -172,8 +211,7 @@ def reference_metadata(cfg, opt, batch, seq, steps):
         ("format", FORMAT),
         ("version", VERSION),
         ("config", json.dumps({k: cfg[k] for k in CONFIG_KEYS})),
-        ("optimizer", json.dumps({k: opt[k] for k in ("lr", "beta1", "beta2", "eps",
-                                                      "weight_decay")})),
+        ("optimizer", json.dumps({k: opt[k] for k in OPTIMIZER_KEYS})),
         ("batch", str(batch)),
         ("seq", str(seq)),
         ("steps", str(steps)),
@@ -194,7 +232,7 @@ VERIFY_GRAD_REL_TOL = 1e-4     # grads.*: x max|ref| of the tensor
 VERIFY_FINAL_LR_STEPS = 0.1    # final.*: x lr x steps, absolute
 CONDITION_LIMIT = 0.1          # the reference's own error must stay a decade below tolerance
 EXIT_ILL_CONDITIONED = 3
-CHECKED = ("logits", "loss", "grads", "final")  # categories held to CONDITION_LIMIT
+CHECKED = ("logits", "loss", "grad_norm", "grads", "final")  # categories held to CONDITION_LIMIT
 KEY_BIAS = "key-bias rows"                      # reported, not checked: see key_bias_rows
 
 
@@ -270,6 +308,10 @@ def conditioning_ratios(ref32, ref64, opt, steps, d_model):
     note("logits", "logits0", error_ratio(ref32["logits0"], ref64["logits0"], VERIFY_ABS_TOL))
     for s in range(steps):
         note("loss", f"loss[{s}]", error_ratio(ref32["loss"][s], ref64["loss"][s], VERIFY_ABS_TOL))
+        # grad_norm: verify's tolerance is VERIFY_GRAD_REL_TOL x |norm|
+        note("grad_norm", f"grad_norm[{s}]", error_ratio(
+            ref32["grad_norm"][s], ref64["grad_norm"][s],
+            VERIFY_GRAD_REL_TOL * abs(ref32["grad_norm"][s].item())))
     final_tol = VERIFY_FINAL_LR_STEPS * opt["lr"] * steps
     for name, t32 in ref32.items():
         category = name.split(".", 1)[0]
@@ -293,11 +335,12 @@ def conditioning_ratios(ref32, ref64, opt, steps, d_model):
 
 def steps_behind(where, steps):
     """How many steps' forward passes can have shaped the value `where`: logits0 and grads.*
-    come from step 0, loss[s] from steps 0..s, final.* from every step."""
+    come from step 0, loss[s] and grad_norm[s] from steps 0..s, final.* from every step."""
     if where == "logits0" or where.startswith("grads."):
         return 1
-    if where.startswith("loss["):
-        return int(where[len("loss["):-1]) + 1
+    for prefix in ("loss[", "grad_norm["):
+        if where.startswith(prefix):
+            return int(where[len(prefix):-1]) + 1
     return steps
 
 
@@ -366,6 +409,13 @@ def build_parser():
     p.add_argument("--beta2", type=float, default=0.999)
     p.add_argument("--eps", type=float, default=1e-8)
     p.add_argument("--weight-decay", type=float, default=0.01)
+    p.add_argument("--warmup-steps", type=int, default=0,
+                   help="lr warmup: steps 0..N-1 take lr x (step + 1) / N")
+    p.add_argument("--lr-schedule", choices=("constant", "cosine", "linear"), default="constant",
+                   help="lr after the warmup (cosine and linear decay to --min-lr at --steps)")
+    p.add_argument("--min-lr", type=float, default=0.0)
+    p.add_argument("--grad-clip", type=float, default=0.0,
+                   help="clip_grad_norm_ to this global norm after the backward (0: off)")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--threads", type=int, default=2, help="torch.set_num_threads")
     p.add_argument("--out", metavar="FILE", help="reference file to write")
@@ -391,7 +441,11 @@ def config_from_args(a):
         ("dropout", 0.0),  # references are deterministic: no dropout
     ])
     opt = OrderedDict([("lr", a.lr), ("beta1", a.beta1), ("beta2", a.beta2), ("eps", a.eps),
-                       ("weight_decay", a.weight_decay)])
+                       ("weight_decay", a.weight_decay), ("lr_schedule", a.lr_schedule),
+                       ("warmup_steps", a.warmup_steps),
+                       # as the engine: the decaying schedules end at --steps, constant needs no end
+                       ("total_steps", 0 if a.lr_schedule == "constant" else a.steps),
+                       ("min_lr", a.min_lr), ("grad_clip", a.grad_clip)])
     return cfg, opt
 
 
@@ -405,10 +459,17 @@ def validate_run(cfg, opt, batch, seq, steps, threads):
             return f"{name} must be >= 1, got {v}"
     if seq > cfg["max_seq_len"]:
         return f"seq {seq} exceeds max_seq_len {cfg['max_seq_len']}"
-    if not all(math.isfinite(v) for v in opt.values()) or not math.isfinite(cfg["layer_norm_eps"]):
+    numbers = [v for k, v in opt.items() if k != "lr_schedule"]
+    if not all(math.isfinite(v) for v in numbers) or not math.isfinite(cfg["layer_norm_eps"]):
         return "optimizer settings and layer_norm_eps must be finite"
-    if opt["lr"] < 0 or opt["eps"] < 0 or opt["weight_decay"] < 0:
-        return "lr, eps and weight_decay must be >= 0"
+    if opt["lr"] < 0 or opt["eps"] < 0 or opt["weight_decay"] < 0 or opt["grad_clip"] < 0:
+        return "lr, eps, weight_decay and grad_clip must be >= 0"
+    if not 0.0 <= opt["min_lr"] <= opt["lr"]:
+        return f"min_lr must be in [0, lr], got {opt['min_lr']}"
+    if opt["warmup_steps"] < 0:
+        return f"warmup_steps must be >= 0, got {opt['warmup_steps']}"
+    if opt["lr_schedule"] != "constant" and opt["warmup_steps"] > steps:
+        return f"warmup_steps ({opt['warmup_steps']}) exceeds steps ({steps})"
     for k in ("beta1", "beta2"):
         if not 0.0 <= opt[k] < 1.0:
             return f"{k} must be in [0, 1), got {opt[k]}"
@@ -423,7 +484,9 @@ def check_reference(path):
     cfg = json.loads(meta["config"])
     batch, seq, steps = int(meta["batch"]), int(meta["seq"]), int(meta["steps"])
     names = list(build_model(dict(cfg)).state_dict().keys())
-    want = ([f"params.{n}" for n in names] + ["x", "y", "logits0", "loss"] +
+    # grad_norm is optional: references written before it do not have it
+    head = ["x", "y", "logits0", "loss"] + (["grad_norm"] if "grad_norm" in tensors else [])
+    want = ([f"params.{n}" for n in names] + head +
             [f"{p}.{n}" for p in ("grads", "step1", "final") for n in names])
     if list(tensors.keys()) != want:
         raise ValueError(f"{path}: tensor names/order differ from the expected layout")
@@ -435,6 +498,9 @@ def check_reference(path):
     print(f"  optimizer {meta['optimizer']}")
     print(f"  batch {batch} seq {seq} steps {steps}")
     print("  loss " + " ".join(f"{v:.6f}" for v in tensors["loss"].tolist()))
+    if "grad_norm" in tensors:
+        assert tuple(tensors["grad_norm"].shape) == (steps,)
+        print("  grad_norm " + " ".join(f"{v:.6f}" for v in tensors["grad_norm"].tolist()))
     return tensors, meta
 
 
@@ -483,8 +549,9 @@ def main():
         if os.path.exists(tmp):
             os.remove(tmp)
     losses = " ".join(f"{v:.4f}" for v in tensors["loss"].tolist())
+    norms = " ".join(f"{v:.4f}" for v in tensors["grad_norm"].tolist())
     print(f"wrote {args.out}: {len(tensors)} tensors, {os.path.getsize(args.out)} bytes; "
-          f"loss {losses}")
+          f"loss {losses}; grad_norm {norms}")
 
 
 if __name__ == "__main__":

@@ -60,25 +60,33 @@ __global__ void grad_check_reduce_kernel(const double* partial_sq, const int* pa
 
 // params (n), grads (n) scaled by *scale, exp_avg (n), exp_avg_sq (n) updated in place; nothing
 // happens when *found_inf is set. Decomposition: one thread per element, grid-stride. The step
-// t = *step_count + 1 and the scale are read from device memory when the kernel runs (so a
-// captured graph serves every step); thread 0 of each block turns them into the step's scalars
-// (double math, as PyTorch's Python floats) once and shares them through shared memory.
+// t = *step_count + 1, the training step (for the lr schedule), the scale and the squared
+// gradient norm (for clipping) are read from device memory when the kernel runs (so a captured
+// graph serves every step); thread 0 of each block turns them into the step's lr, scalars and
+// clip coefficient (double math, as PyTorch's Python floats) once and shares them through
+// shared memory.
 __global__ void adamw_kernel(float* params, const float* grads, float* exp_avg, float* exp_avg_sq,
-                             const int32_t* step_count, AdamWHyper hyper, const float* scale, const int32_t* found_inf,
-                             int64_t n) {
+                             const int32_t* step_count, const int32_t* train_step, AdamWHyper hyper,
+                             const float* scale, const float* grad_norm_sq, const int32_t* found_inf, int64_t n) {
   if (*found_inf) return;  // a skipped step: every block sees the same flag
   __shared__ AdamWStepScalars shared_scalars;
   __shared__ float shared_inv_scale;
+  __shared__ float shared_clip_coef;
+  const bool clip = hyper.grad_clip > 0;
   if (threadIdx.x == 0) {
-    shared_scalars = adamw_step_scalars(hyper, static_cast<int64_t>(*step_count) + 1);
-    shared_inv_scale = static_cast<float>(1.0 / static_cast<double>(*scale));  // as GradScaler.unscale_
+    const double lr = scheduled_lr(hyper.lr, hyper.schedule, *train_step);
+    shared_scalars = adamw_step_scalars(hyper, lr, static_cast<int64_t>(*step_count) + 1);
+    const float inv_scale = static_cast<float>(1.0 / static_cast<double>(*scale));  // as GradScaler.unscale_
+    shared_inv_scale = inv_scale;
+    shared_clip_coef = clip ? clip_coefficient(hyper.grad_clip, *grad_norm_sq, inv_scale) : 1.0f;
   }
   __syncthreads();
   const AdamWStepScalars s = shared_scalars;
   const float inv_scale = shared_inv_scale;
+  const float coef = shared_clip_coef;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < n;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x)
-    adamw_update(params + i, exp_avg + i, exp_avg_sq + i, grads[i] * inv_scale, s);
+    adamw_update(params + i, exp_avg + i, exp_avg_sq + i, unscaled_clipped_grad(grads[i], inv_scale, clip, coef), s);
 }
 
 // step_count (1) += 1 unless the step was skipped. One thread, launched after adamw_kernel on
@@ -109,14 +117,15 @@ void CudaBackend::grad_norm_check(Tensor grads, const LossScalerState& s) {
   CUDA_CHECK(cudaGetLastError());
 }
 
-// params (n), grads (n), exp_avg (n), exp_avg_sq (n); step_count (1) int32 += 1 unless skipped
+// params (n), grads (n), exp_avg (n), exp_avg_sq (n); step_count (1) int32 += 1 unless skipped;
+// train_step (1) int32 the 0-based training step (the lr schedule)
 void CudaBackend::adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
-                             const AdamWHyper& hyper, const LossScalerState& s) {
+                             Tensor train_step, const AdamWHyper& hyper, const LossScalerState& s) {
   const int64_t n = params.numel();
   if (n > 0) {
     adamw_kernel<<<grid_stride_blocks(n), kThreadsPerBlock, 0, stream_>>>(
-        params.f32(), grads.f32(), exp_avg.f32(), exp_avg_sq.f32(), step_count.i32(), hyper, s.scale.f32(),
-        s.found_inf.i32(), n);
+        params.f32(), grads.f32(), exp_avg.f32(), exp_avg_sq.f32(), step_count.i32(), train_step.i32(), hyper,
+        s.scale.f32(), s.grad_norm_sq.f32(), s.found_inf.i32(), n);
     CUDA_CHECK(cudaGetLastError());
   }
   increment_step_kernel<<<1, 1, 0, stream_>>>(step_count.i32(), s.found_inf.i32());

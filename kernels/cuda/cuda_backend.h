@@ -62,7 +62,7 @@ class CudaBackend final : public Backend {
   void cast(Tensor dst, Tensor src) override;
   void grad_norm_check(Tensor grads, const LossScalerState& s) override;
   void adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
-                  const AdamWHyper& hyper, const LossScalerState& s) override;
+                  Tensor train_step, const AdamWHyper& hyper, const LossScalerState& s) override;
   void loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) override;
 
  private:

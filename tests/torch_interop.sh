@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# PyTorch interoperability end to end (tools/torch_interop.py): a tiny causal model trained a
+# few steps by `tinytrain train --save-dir`, its logits at every position of a prompt dumped by
+# `tinytrain sample --dump-logits`, then the checkpoint loaded into PyTorch's model
+# (tools/tinytrain_model.py) must give the same logits within 1e-5 (both fp32). The check must
+# also be able to fail: another run's dump against this checkpoint is refused (exit 1). And
+# `torch_interop.py export` writes a state_dict safetensors file; where `train --init-from`
+# exists, a run started from it (lr 0) saves exactly those parameters.
+# Usage: torch_interop.sh TINYTRAIN. Exit 77 (ctest: skipped) when no Python with torch is found.
+set -uo pipefail
+bin=$1
+here=$(cd "$(dirname "$0")/.." && pwd)
+python=""
+for candidate in /usr/bin/python3 python3; do
+  if command -v "$candidate" >/dev/null && "$candidate" -c "import torch" 2>/dev/null; then
+    python=$candidate
+    break
+  fi
+done
+if [ -z "$python" ]; then
+  echo "SKIPPED: no python3 with torch (install python3-torch)"
+  exit 77
+fi
+tool="$here/tools/torch_interop.py"
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+fail() { echo "FAIL: $*"; exit 1; }
+
+echo '{"kind": "byte", "vocab_size": 256}' > "$work/tokenizer.json"
+model=(--vocab-size 256 --d-model 32 --n-head 4 --n-layer 2 --d-ff 64 --max-seq-len 64 --causal true
+       --pos-embedding learned)
+prompt="The checkpoint's logits, position by position, in PyTorch."
+run_and_dump() {  # NAME SEED [flags]: train 3 steps, dump the prompt's logits
+  local name=$1 seed=$2
+  shift 2
+  "$bin" train --backend cpu --threads 1 "${model[@]}" --seq 32 --batch 4 --steps 3 --lr 1e-3 --seed "$seed" \
+    --save-dir "$work/$name" "$@" > "$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "train $name failed"; }
+  "$bin" sample --backend cpu --threads 1 --checkpoint "$work/$name/ckpt_00000003.safetensors" \
+    --tokenizer "$work" --prompt "$prompt" --dump-logits "$work/$name.logits.safetensors" ||
+    fail "sample --dump-logits $name failed"
+}
+run_and_dump pre 11 --norm-first true --activation gelu
+run_and_dump post 12 --norm-first false --activation relu
+
+for name in pre post; do
+  "$python" "$tool" logits --checkpoint "$work/$name/ckpt_00000003.safetensors" \
+    --dump "$work/$name.logits.safetensors" || fail "$name: PyTorch's logits differ from the engine's"
+done
+
+# The check can fail: the pre-norm checkpoint against the post-norm run's dump (same shapes).
+"$python" "$tool" logits --checkpoint "$work/pre/ckpt_00000003.safetensors" --dump "$work/post.logits.safetensors"
+rc=$?
+[ $rc -eq 1 ] || fail "another run's logits were not refused with exit 1 (exit $rc)"
+echo "(expected: the mismatched dump above is refused)"
+
+# export: a state_dict file under the engine's names; with `train --init-from`, the run starts there.
+"$python" "$tool" export --config '{"vocab_size": 256, "d_model": 32, "n_head": 4, "n_layer": 2, "d_ff": 64}' \
+  --causal true --max-seq-len 64 --pos-embedding learned --seed 3 --out "$work/init.safetensors" ||
+  fail "export failed"
+if "$bin" train --help 2>/dev/null | grep -q -- '--init-from'; then
+  "$bin" train --backend cpu --threads 1 "${model[@]}" --norm-first false --seq 32 --batch 4 --steps 1 --lr 0 \
+    --weight-decay 0 --init-from "$work/init.safetensors" --save-dir "$work/init" > "$work/init.log" 2>&1 ||
+    { cat "$work/init.log"; fail "train --init-from failed"; }
+  "$python" - "$work/init.safetensors" "$work/init/ckpt_00000001.safetensors" <<EOF || fail "train --init-from did not start from the exported parameters"
+import sys
+sys.path.insert(0, "$here/tools")
+import torch
+from make_reference import read_safetensors
+exported, _ = read_safetensors(sys.argv[1])
+saved, _ = read_safetensors(sys.argv[2])
+for name, t in exported.items():
+    assert torch.equal(saved[name], t), name
+print(f"init-from: the {len(exported)} exported tensors are the run's parameters, bit for bit")
+EOF
+else
+  echo "(train has no --init-from yet: the export is not loaded here)"
+fi
+echo PASS
