@@ -39,17 +39,11 @@ import time
 import traceback
 import warnings
 
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
+from model_flags import add_model_flags, model_config  # noqa: E402  (no torch import)
+
 BATCH, SEQ = 16, 64
 WINDOW = 10  # steps per timing window (default of --window)
-
-
-def _bool(text):
-    low = text.lower()
-    if low in ("true", "1", "yes"):
-        return True
-    if low in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def parse_args():
@@ -68,18 +62,7 @@ def parse_args():
                    help=f"steps per timing window (default {WINDOW})")
     # The model and run shape, as `tinytrain train` spells it. Model defaults (None here)
     # are the seed workload's, from tinytrain_model.SEED_CONFIG (read after the torch import).
-    p.add_argument("--vocab-size", type=int, default=None)
-    p.add_argument("--d-model", type=int, default=None)
-    p.add_argument("--n-head", type=int, default=None)
-    p.add_argument("--n-layer", type=int, default=None)
-    p.add_argument("--d-ff", type=int, default=None)
-    p.add_argument("--activation", choices=("relu", "gelu"), default=None)
-    p.add_argument("--norm-first", type=_bool, default=None, metavar="true|false")
-    p.add_argument("--causal", type=_bool, default=None, metavar="true|false")
-    p.add_argument("--pos-embedding", choices=("none", "learned"), default=None)
-    p.add_argument("--max-seq-len", type=int, default=None)
-    p.add_argument("--layer-norm-eps", type=float, default=None)
-    p.add_argument("--dropout", type=float, default=None)
+    add_model_flags(p)
     p.add_argument("--batch", type=int, default=BATCH, help=f"sequences per step (default {BATCH})")
     p.add_argument("--seq", type=int, default=SEQ, help=f"tokens per sequence (default {SEQ})")
     p.add_argument("--lr", type=float, default=1e-4, help="AdamW learning rate (default 1e-4)")
@@ -108,7 +91,6 @@ os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 import torch  # noqa: E402  (after the environment is set)
 import torch.nn as nn  # noqa: E402
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tools"))
 from tinytrain_model import SEED_CONFIG, build_model, validate_config  # noqa: E402
 
 AMP_DTYPES = {"bf16": torch.bfloat16, "fp16": torch.float16}
@@ -128,13 +110,9 @@ def state_bytes(model, optimizer):
     return total
 
 
-def model_config():
+def seed_config():
     """SEED_CONFIG with the shape flags given on the command line applied."""
-    cfg = dict(SEED_CONFIG)  # exactly the seed by default: dropout 0.1, relu, post-norm
-    for k in cfg:
-        v = getattr(args, k, None)
-        if v is not None:
-            cfg[k] = v
+    cfg = model_config(args, SEED_CONFIG)  # exactly the seed by default: dropout 0.1, relu, post-norm
     err = validate_config(cfg)
     if not err and args.seq > cfg["max_seq_len"]:
         err = f"seq {args.seq} exceeds max_seq_len {cfg['max_seq_len']} (raise --max-seq-len)"
@@ -190,7 +168,7 @@ def main():
           f"{os.environ.get('OMP_WAIT_POLICY')} | compile {'on' if args.compile else 'off'} | "
           f"amp {args.amp}", flush=True)
 
-    cfg = model_config()
+    cfg = seed_config()
     if args.amp != "none":
         check_autocast(device)
     scaler = make_scaler(device) if args.amp == "fp16" else None

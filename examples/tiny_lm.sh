@@ -39,14 +39,8 @@ else
   scripts/setup.sh
 fi
 # A Python with matplotlib (and torch, as the other tools use): Debian's first.
-python=""
-for candidate in /usr/bin/python3 python3; do
-  if command -v "$candidate" >/dev/null && "$candidate" -c "import torch, matplotlib" 2>/dev/null; then
-    python=$candidate
-    break
-  fi
-done
-[ -n "$python" ] || { echo "error: no python3 with torch and matplotlib (scripts/setup.sh installs them)" >&2; exit 1; }
+python=$(scripts/find_python.sh torch matplotlib) ||
+  { echo "error: no python3 with torch and matplotlib (scripts/setup.sh installs them)" >&2; exit 1; }
 mkdir -p "$OUT"
 
 header "2/6 prepare: /usr/share/games/fortunes -> $OUT/data"
@@ -114,8 +108,8 @@ fi
 
 header "5/6 sample 3 continuations from the final checkpoint"
 ckpt=$(ls "$OUT"/ckpt/ckpt_*.safetensors | sort | tail -1)
-echo "+ $bin sample --checkpoint $ckpt --num-samples 3 --max-new-tokens 60"
-"$bin" sample --checkpoint "$ckpt" --num-samples 3 --max-new-tokens 60 2>&1 | tee "$OUT/samples.txt"
+echo "+ $bin sample --checkpoint $ckpt --num-samples 3 --max-new-tokens 60 --temperature 0.8 --top-k 40"
+"$bin" sample --checkpoint "$ckpt" --num-samples 3 --max-new-tokens 60 --temperature 0.8 --top-k 40 2>&1 | tee "$OUT/samples.txt"
 
 header "6/6 plot $OUT/loss.png"
 title="tiny LM on fortunes, $STEPS steps"

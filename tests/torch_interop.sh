@@ -10,17 +10,8 @@
 set -uo pipefail
 bin=$1
 here=$(cd "$(dirname "$0")/.." && pwd)
-python=""
-for candidate in /usr/bin/python3 python3; do
-  if command -v "$candidate" >/dev/null && "$candidate" -c "import torch" 2>/dev/null; then
-    python=$candidate
-    break
-  fi
-done
-if [ -z "$python" ]; then
-  echo "SKIPPED: no python3 with torch (install python3-torch)"
-  exit 77
-fi
+python=$("$here/scripts/find_python.sh" torch) ||
+  { echo "SKIPPED: no python3 with torch (install python3-torch)"; exit 77; }
 tool="$here/tools/torch_interop.py"
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT

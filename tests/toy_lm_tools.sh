@@ -13,17 +13,8 @@
 set -euo pipefail
 mode=${1:?usage: toy_lm_tools.sh plot|train}
 here=$(cd "$(dirname "$0")/.." && pwd)
-python=""
-for candidate in /usr/bin/python3 python3; do
-  if command -v "$candidate" >/dev/null && "$candidate" -c "import torch, matplotlib" 2>/dev/null; then
-    python=$candidate
-    break
-  fi
-done
-if [ -z "$python" ]; then
-  echo "SKIPPED: no python3 with torch and matplotlib (install python3-torch python3-matplotlib)"
-  exit 77
-fi
+python=$("$here/scripts/find_python.sh" torch matplotlib) ||
+  { echo "SKIPPED: no python3 with torch and matplotlib (install python3-torch python3-matplotlib)"; exit 77; }
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }

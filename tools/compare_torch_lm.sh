@@ -33,14 +33,8 @@ done
 [ -x "$bin" ] || { echo "$0: error: $bin: not an executable" >&2; exit 1; }
 [ -f "$data/tokenizer.json" ] || { echo "$0: error: $data: no tokenizer.json (run tinytrain prepare)" >&2; exit 1; }
 
-python=""
-for candidate in /usr/bin/python3 python3; do
-  if command -v "$candidate" >/dev/null && "$candidate" -c "import torch" 2>/dev/null; then
-    python=$candidate
-    break
-  fi
-done
-[ -n "$python" ] || { echo "$0: error: no python3 with torch (install python3-torch)" >&2; exit 1; }
+python=$("$here/scripts/find_python.sh" torch) ||
+  { echo "$0: error: no python3 with torch (install python3-torch)" >&2; exit 1; }
 mkdir -p "$out"
 
 # run NAME LOG -- COMMAND...: runs it, its output to LOG; on failure the log's tail and exit 1.

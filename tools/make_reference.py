@@ -31,6 +31,7 @@ import torch
 import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_flags import OneLineParser, add_model_flags, model_config  # noqa: E402
 from tinytrain_model import (CONFIG_KEYS, SEED_CONFIG, build_model,  # noqa: E402
                              pre_activation_modules, validate_config)
 
@@ -369,38 +370,11 @@ def fp64_check(cfg, opt, ref32, steps):
 # ---------------------------------------------------------------------------------------
 # Command line
 # ---------------------------------------------------------------------------------------
-class _OneLineParser(argparse.ArgumentParser):
-    """argparse that reports a bad flag on one line (no usage dump) and exits 2."""
-
-    def error(self, message):
-        print(f"{self.prog}: error: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
-def _bool(text):
-    low = text.lower()
-    if low in ("true", "1", "yes"):
-        return True
-    if low in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
 def build_parser():
     d = SEED_CONFIG
-    p = _OneLineParser(description=__doc__.split("\n\n")[0],
+    p = OneLineParser(description=__doc__.split("\n\n")[0],
                        formatter_class=argparse.ArgumentDefaultsHelpFormatter)
-    p.add_argument("--vocab-size", type=int, default=d["vocab_size"])
-    p.add_argument("--d-model", type=int, default=d["d_model"])
-    p.add_argument("--n-head", type=int, default=d["n_head"])
-    p.add_argument("--n-layer", type=int, default=d["n_layer"])
-    p.add_argument("--d-ff", type=int, default=d["d_ff"])
-    p.add_argument("--activation", choices=("relu", "gelu"), default=d["activation"])
-    p.add_argument("--norm-first", type=_bool, default=d["norm_first"], metavar="true|false")
-    p.add_argument("--causal", type=_bool, default=d["causal"], metavar="true|false")
-    p.add_argument("--pos-embedding", choices=("none", "learned"), default=d["pos_embedding"])
-    p.add_argument("--max-seq-len", type=int, default=d["max_seq_len"])
-    p.add_argument("--layer-norm-eps", type=float, default=d["layer_norm_eps"])
+    add_model_flags(p, defaults=d, skip=("dropout",))  # references have no dropout
     p.add_argument("--batch", type=int, default=16)
     p.add_argument("--seq", type=int, default=64)
     p.add_argument("--steps", type=int, default=5)
@@ -432,14 +406,8 @@ def build_parser():
 
 
 def config_from_args(a):
-    cfg = OrderedDict([
-        ("vocab_size", a.vocab_size), ("d_model", a.d_model), ("n_head", a.n_head),
-        ("n_layer", a.n_layer), ("d_ff", a.d_ff), ("activation", a.activation),
-        ("norm_first", a.norm_first), ("causal", a.causal),
-        ("pos_embedding", a.pos_embedding), ("max_seq_len", a.max_seq_len),
-        ("layer_norm_eps", a.layer_norm_eps),
-        ("dropout", 0.0),  # references are deterministic: no dropout
-    ])
+    cfg = OrderedDict(model_config(a, SEED_CONFIG))
+    cfg["dropout"] = 0.0  # references are deterministic: no dropout
     opt = OrderedDict([("lr", a.lr), ("beta1", a.beta1), ("beta2", a.beta2), ("eps", a.eps),
                        ("weight_decay", a.weight_decay), ("lr_schedule", a.lr_schedule),
                        ("warmup_steps", a.warmup_steps),

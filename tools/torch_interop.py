@@ -18,7 +18,6 @@
 
 Run with Debian's PyTorch: /usr/bin/python3 tools/torch_interop.py {logits,export} ...
 """
-import argparse
 import json
 import os
 import sys
@@ -27,6 +26,7 @@ from collections import OrderedDict
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from model_flags import OneLineParser, add_model_flags  # noqa: E402
 from make_reference import read_safetensors, write_safetensors  # noqa: E402
 from tinytrain_model import CONFIG_KEYS, SEED_CONFIG, build_model, validate_config  # noqa: E402
 
@@ -36,21 +36,6 @@ CHECKPOINT_FORMAT = "tinytrain-checkpoint"
 
 class InputProblem(Exception):
     """A file or setting this tool cannot use: one line, exit 2."""
-
-
-class _OneLineParser(argparse.ArgumentParser):
-    def error(self, message):
-        print(f"{PROG}: error: {message}", file=sys.stderr)
-        sys.exit(2)
-
-
-def _bool(text):
-    low = text.lower()
-    if low in ("true", "1", "yes"):
-        return True
-    if low in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
 
 
 def _fp32_exact():
@@ -170,26 +155,15 @@ def cmd_export(args):
 
 
 def build_parser():
-    p = _OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
-    sub = p.add_subparsers(dest="command", required=True, parser_class=_OneLineParser)
+    p = OneLineParser(prog=PROG, description=__doc__.split("\n\n")[0])
+    sub = p.add_subparsers(dest="command", required=True, parser_class=OneLineParser)
     lg = sub.add_parser("logits", help="compare PyTorch's logits for a checkpoint with the engine's dump")
     lg.add_argument("--checkpoint", required=True, metavar="CKPT")
     lg.add_argument("--dump", required=True, metavar="FILE", help="written by tinytrain sample --dump-logits")
     lg.add_argument("--tolerance", type=float, default=1e-5, help="largest absolute difference allowed")
     ex = sub.add_parser("export", help="a freshly initialised PyTorch model's state_dict as safetensors")
     ex.add_argument("--config", metavar="JSON|FILE", help="config fields over the seed workload's")
-    ex.add_argument("--vocab-size", dest="vocab_size", type=int)
-    ex.add_argument("--d-model", dest="d_model", type=int)
-    ex.add_argument("--n-head", dest="n_head", type=int)
-    ex.add_argument("--n-layer", dest="n_layer", type=int)
-    ex.add_argument("--d-ff", dest="d_ff", type=int)
-    ex.add_argument("--activation", choices=("relu", "gelu"))
-    ex.add_argument("--norm-first", dest="norm_first", type=_bool, metavar="true|false")
-    ex.add_argument("--causal", type=_bool, metavar="true|false")
-    ex.add_argument("--pos-embedding", dest="pos_embedding", choices=("none", "learned"))
-    ex.add_argument("--max-seq-len", dest="max_seq_len", type=int)
-    ex.add_argument("--layer-norm-eps", dest="layer_norm_eps", type=float)
-    ex.add_argument("--dropout", type=float)
+    add_model_flags(ex)
     ex.add_argument("--seed", type=int, required=True)
     ex.add_argument("--out", required=True, metavar="FILE")
     return p

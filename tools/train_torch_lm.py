@@ -49,6 +49,8 @@ import struct
 import sys
 import time
 
+from model_flags import add_model_flags, model_config  # (this directory: no torch import)
+
 PROG = "train_torch_lm.py"
 SHARD_MAGIC = 20240520
 SHARD_VERSION = 1
@@ -65,32 +67,12 @@ def fail(message):
 # Command line (parsed before torch is imported: the thread settings must precede the import)
 # ---------------------------------------------------------------------------------------------
 
-def _bool(text):
-    low = text.lower()
-    if low in ("true", "1", "yes"):
-        return True
-    if low in ("false", "0", "no"):
-        return False
-    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
-
-
 def parse_args(argv=None):
     p = argparse.ArgumentParser(prog=PROG, description=__doc__.split("\n\n")[0])
     p.add_argument("--data", required=True, help="directory of train.bin, val.bin, tokenizer.json")
     # The model. None: tinytrain's default (the seed workload's SEED_CONFIG); --vocab-size
     # defaults to tokenizer.json's vocab_size.
-    p.add_argument("--vocab-size", type=int, default=None)
-    p.add_argument("--d-model", type=int, default=None)
-    p.add_argument("--n-head", type=int, default=None)
-    p.add_argument("--n-layer", type=int, default=None)
-    p.add_argument("--d-ff", type=int, default=None)
-    p.add_argument("--activation", choices=("relu", "gelu"), default=None)
-    p.add_argument("--norm-first", type=_bool, default=None, metavar="true|false")
-    p.add_argument("--causal", type=_bool, default=None, metavar="true|false")
-    p.add_argument("--pos-embedding", choices=("none", "learned"), default=None)
-    p.add_argument("--max-seq-len", type=int, default=None)
-    p.add_argument("--layer-norm-eps", type=float, default=None)
-    p.add_argument("--dropout", type=float, default=None)
+    add_model_flags(p)
     # The run.
     p.add_argument("--batch", type=int, default=16, help="sequences per step (default 16)")
     p.add_argument("--seq", type=int, default=64, help="tokens per sequence (default 64)")
@@ -252,11 +234,7 @@ def main(args):
 
     # Data and model config.
     kind, tok_vocab = read_tokenizer_json(args.data)
-    cfg = dict(SEED_CONFIG)
-    for k in cfg:
-        v = getattr(args, k, None)
-        if v is not None:
-            cfg[k] = v
+    cfg = model_config(args, SEED_CONFIG)
     if args.vocab_size is None:
         cfg["vocab_size"] = tok_vocab
     elif args.vocab_size < tok_vocab:

@@ -1,0 +1,68 @@
+"""Command-line pieces the PyTorch tools share: the model's flags as `tinytrain train` spells
+them, their true|false parser, and argparse that reports a bad flag on one line.
+
+No torch import here: tools that set thread variables before importing torch parse first.
+"""
+import argparse
+import sys
+
+# (flag, config key, type or choices); bool flags take true|false.
+_MODEL_FLAGS = (
+    ("--vocab-size", "vocab_size", int),
+    ("--d-model", "d_model", int),
+    ("--n-head", "n_head", int),
+    ("--n-layer", "n_layer", int),
+    ("--d-ff", "d_ff", int),
+    ("--activation", "activation", ("relu", "gelu")),
+    ("--norm-first", "norm_first", bool),
+    ("--causal", "causal", bool),
+    ("--pos-embedding", "pos_embedding", ("none", "learned")),
+    ("--max-seq-len", "max_seq_len", int),
+    ("--layer-norm-eps", "layer_norm_eps", float),
+    ("--dropout", "dropout", float),
+)
+
+
+class OneLineParser(argparse.ArgumentParser):
+    """argparse that reports a bad flag on one line (no usage dump) and exits 2."""
+
+    def error(self, message):
+        print(f"{self.prog}: error: {message}", file=sys.stderr)
+        sys.exit(2)
+
+
+def parse_bool(text):
+    """true|false (also 1|0, yes|no), as tinytrain's flags take them."""
+    low = text.lower()
+    if low in ("true", "1", "yes"):
+        return True
+    if low in ("false", "0", "no"):
+        return False
+    raise argparse.ArgumentTypeError(f"expected true or false, got {text!r}")
+
+
+def add_model_flags(parser, defaults=None, skip=()):
+    """Adds the model's flags (config keys as dests). defaults: {config key: value}; a flag
+    without one defaults to None, meaning "the base config's value" (see model_config).
+    skip: config keys whose flag the tool does not take."""
+    defaults = defaults or {}
+    for flag, key, kind in _MODEL_FLAGS:
+        if key in skip:
+            continue
+        default = defaults.get(key)
+        if kind is bool:
+            parser.add_argument(flag, dest=key, type=parse_bool, default=default, metavar="true|false")
+        elif isinstance(kind, tuple):
+            parser.add_argument(flag, dest=key, choices=kind, default=default)
+        else:
+            parser.add_argument(flag, dest=key, type=kind, default=default)
+
+
+def model_config(args, base):
+    """A copy of the config dict `base` with every model flag given in args (not None) applied."""
+    cfg = dict(base)
+    for _, key, _ in _MODEL_FLAGS:
+        value = getattr(args, key, None)
+        if value is not None:
+            cfg[key] = value
+    return cfg
