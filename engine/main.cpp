@@ -6,6 +6,7 @@
 #include <climits>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <iostream>
 
 #include "data/prepare.h"
@@ -146,6 +147,7 @@ Settings settings_of(const CLI::App& cmd) {
 struct Placement {
   std::string kind;  // "cpu" or "cuda" (also for cuda-emu: the CUDA backend's own allocations)
   size_t available;  // bytes
+  bool measured;     // the free memory measured; false: --device-memory
 };
 
 // --device-memory when given, else the free memory of the device the run would use. Without a
@@ -159,11 +161,11 @@ Placement place(const std::string& backend_choice, const std::string& device_mem
   const bool emulated = backend_choice == "cuda-emu";
   const bool gpu_usable = query_cuda_device(device).usable;
   const std::string kind = emulated ? "cuda" : backend_choice == "auto" ? (gpu_usable ? "cuda" : "cpu") : backend_choice;
-  if (!device_memory.empty()) return {kind, parse_bytes(device_memory)};
+  if (!device_memory.empty()) return {kind, parse_bytes(device_memory), false};
   const bool measurable = kind == "cpu" || emulated || gpu_usable;
   if (must_measure && !measurable)
     throw InputError("plan --backend cuda: no usable CUDA GPU to measure; give --device-memory");
-  return {kind, measurable ? available_memory(emulated ? "cpu" : kind, device) : SIZE_MAX};
+  return {kind, measurable ? available_memory(emulated ? "cpu" : kind, device) : SIZE_MAX, true};
 }
 
 // --attention cudnn on a backend without cuDNN: one line, and its own attention runs.
@@ -173,14 +175,27 @@ void note_attention_without_cuda(const Backend& backend, const std::string& atte
               << std::endl;
 }
 
-// `tinytrain plan`: the table, and the largest batch per recompute mode. Allocates nothing.
+// `tinytrain plan`: the table, the largest batch per recompute mode, and the answer: whether this
+// run fits in the memory given (--device-memory) or free, and if not, which computed remedies
+// would (exit 1). Allocates nothing.
 int run_plan(const TrainOptions& train, const Placement& where) {
-  print_plan(plan_training(train, where.kind), train, where.kind, std::cout);
+  const MemoryPlan plan = plan_training(train, where.kind);
+  print_plan(plan, train, where.kind, std::cout);
   std::cout << "largest batch that fits in " << where.available / 1048576 << " MiB (grad-accum 1):";
   for (Recompute r : {Recompute::None, Recompute::Ffn, Recompute::Layer})
     std::cout << " recompute " << recompute_name(r) << ": " << largest_micro_batch(train, r, where.available, where.kind)
               << (r == Recompute::Layer ? "" : ",");
   std::cout << std::endl;
+  const size_t need = plan.device_bytes();
+  if (need > where.available) {
+    std::cout << "does not fit: " << out_of_memory_message(train, where.kind, where.available, "") << std::endl;
+    return 1;
+  }
+  char line[160];
+  std::snprintf(line, sizeof(line), "fits: the plan needs %.1f MiB of the %.1f MiB %s (%.1f MiB to spare)",
+                need / 1048576.0, where.available / 1048576.0, where.measured ? "free" : "given",
+                (where.available - need) / 1048576.0);
+  std::cout << line << std::endl;
   return 0;
 }
 
@@ -246,7 +261,8 @@ int main(int argc, char** argv) {
                         "continue from a checkpoint: a file, or a directory's latest (same model, optimizer, precision, "
                         "seed, batch, seq)");
 
-  CLI::App* plan_cmd = app.add_subcommand("plan", "print the memory plan of `train` with the same flags, allocating nothing");
+  CLI::App* plan_cmd = app.add_subcommand(
+      "plan", "print the memory plan of `train` with the same flags, allocating nothing, and whether it fits (exit 1: no)");
   add_train_flags(plan_cmd, train, activation, pos_embedding, seed);
   add_common(plan_cmd);
   int plan_ranks = 0;

@@ -205,5 +205,25 @@ TEST(MemoryPlanCli, TrainRefusesAPlanThatDoesNotFit) {
   EXPECT_NE(r.err.find("--recompute ffn (61.1 MiB)"), std::string::npos);
 }
 
+// `plan` answers the question: with --device-memory (or the free memory) it says whether the run
+// fits, and when it does not, which computed remedies would, with exit status 1.
+TEST(MemoryPlanCli, PlanSaysWhetherTheRunFitsAndWhatWouldMakeItFit) {
+  test::ScratchDir dir;
+  const test::CliResult tight = test::run_command(
+      {TINYTRAIN_BIN, "plan", "--backend", "cpu", "--device-memory", "70MiB"}, dir.path());
+  SCOPED_TRACE(tight.describe());
+  ASSERT_TRUE(tight.exited);
+  EXPECT_EQ(tight.exit_code, 1);
+  EXPECT_NE(tight.out.find("does not fit: out of memory: the plan needs 77.1 MiB but 70.0 MiB are free"),
+            std::string::npos);
+  EXPECT_NE(tight.out.find("would fit: --recompute ffn (61.1 MiB)"), std::string::npos);
+  const test::CliResult roomy = test::run_command(
+      {TINYTRAIN_BIN, "plan", "--backend", "cpu", "--device-memory", "1GiB"}, dir.path());
+  SCOPED_TRACE(roomy.describe());
+  EXPECT_EQ(roomy.exit_code, 0);
+  EXPECT_NE(roomy.out.find("fits: the plan needs 77.1 MiB of the 1024.0 MiB given (946.9 MiB to spare)"),
+            std::string::npos);
+}
+
 }  // namespace
 }  // namespace tt

@@ -1,0 +1,33 @@
+// FLOPs of a training step from the model's shapes (see flops.h for what is counted).
+#include "engine/flops.h"
+
+namespace tt {
+
+ForwardFlops forward_flops(const ModelConfig& m, int64_t B, int64_t T) {
+  const double N = static_cast<double>(B) * T, C = m.d_model, F = m.d_ff, V = m.vocab_size, L = m.n_layer;
+  // (query, key) pairs per sequence the mask allows, over every head: each costs 2 HS for the
+  // score and 2 HS for the weighted sum, and NH heads of HS channels make C.
+  const double pairs = m.causal ? T * (T + 1) / 2.0 : static_cast<double>(T) * T;
+  ForwardFlops f;
+  f.qkv = L * 2 * N * C * (3 * C);
+  f.attention = L * B * pairs * 4 * C;
+  f.out_proj = L * 2 * N * C * C;
+  f.ffn = L * (2 * N * C * F + 2 * N * F * C);
+  f.head = 2 * N * C * V;
+  return f;
+}
+
+StepFlops training_step_flops(const ModelConfig& m, int64_t B, int64_t T, Recompute recompute) {
+  const ForwardFlops f = forward_flops(m, B, T);
+  StepFlops s;
+  s.forward = f.total();
+  s.backward = 2 * s.forward;
+  // --recompute ffn repeats linear1 (half the FFN's products); layer repeats each layer's whole
+  // forward (the head's is never repeated: its input is kept).
+  const double linear1 = f.ffn / 2;
+  if (recompute == Recompute::Ffn) s.recompute = linear1;
+  if (recompute == Recompute::Layer) s.recompute = f.qkv + f.attention + f.out_proj + f.ffn;
+  return s;
+}
+
+}  // namespace tt
