@@ -14,6 +14,7 @@
 
 #include "engine/checkpoint.h"
 #include "engine/data.h"
+#include "engine/flops.h"
 #include "engine/init.h"
 #include "engine/memory_plan.h"
 #include "engine/metrics_log.h"
@@ -294,9 +295,11 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
         ranks += comm_text;
       }
     }
-    char line[224];
-    std::snprintf(line, sizeof(line), "done: %d steps | %.1f tokens/s | %.2f ms/step%s", trained, 1e3 * B * T / *ms,
-                  *ms, ranks.c_str());
+    // Achieved TFLOP/s: the step's model FLOPs (engine/flops.h) over the median step time.
+    const double tflops = training_step_flops(o.model, B, T, o.recompute).model() / (*ms * 1e-3) / 1e12;
+    char line[256];
+    std::snprintf(line, sizeof(line), "done: %d steps | %.1f tokens/s | %.2f ms/step | %.3f TFLOP/s%s", trained,
+                  1e3 * B * T / *ms, *ms, tflops, ranks.c_str());
     log << line << std::endl;
   }
 }

@@ -20,6 +20,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/common/lr_schedule.h"
 #include "tests/cli_test_util.h"
+#include "tests/test_models.h"
 
 namespace tt::test {
 namespace {
@@ -155,14 +156,9 @@ TEST(TokenDataset, RefusesDataTheModelCannotUse) {
 // loss of the same batch bit for bit; with dropout it is deterministic and differs from it.
 TEST(Evaluate, IsTheTrainingForwardWithoutDropout) {
   CpuBackend backend;
-  ModelConfig model;
+  ModelConfig model = small_model(/*max_seq_len=*/8, /*dropout=*/0.0f);
   model.vocab_size = 64;
-  model.d_model = 32;
-  model.n_head = 2;
-  model.n_layer = 2;
-  model.d_ff = 64;
   model.causal = true;
-  model.max_seq_len = 8;
   const int B = 4, T = 8;
   std::vector<int32_t> x(B * T), y(B * T);
   for (int i = 0; i < B * T; ++i) {
