@@ -74,7 +74,7 @@ TEST(TokenDataset, TrainingWindowsArePureFunctionsOfSeedStepAndRowAndCoverTheSha
   const std::vector<uint16_t>& tokens = train.tokens();
   const int B = 8, T = 16;
   std::vector<int32_t> x(B * T), y(B * T), x2(B * T), y2(B * T), x_other(B * T), y_other(B * T);
-  int64_t lowest = INT64_MAX, highest = -1;
+  int64_t lowest = INT64_MAX;
   std::set<int64_t> starts;
   for (uint32_t step = 0; step < 200; ++step) {
     data.train_batch(7, step, B, T, x.data(), y.data());
@@ -93,15 +93,14 @@ TEST(TokenDataset, TrainingWindowsArePureFunctionsOfSeedStepAndRowAndCoverTheSha
         if (match) {
           found = true;
           lowest = std::min(lowest, o);
-          highest = std::max(highest, o);
           starts.insert(o);
         }
       }
       ASSERT_TRUE(found) << "step " << step << " row " << r << " is not a window of train.bin";
     }
   }
-  // The text repeats every few lines, so a window matches its first occurrence: the starts found
-  // cover the first repeat period; what matters is that both ends are reached and many differ.
+  // The text repeats every few lines, so a window is found at its first occurrence, within the
+  // first repeat period: the check is that the start of the shard is reached and many starts differ.
   EXPECT_LE(lowest, 2);
   EXPECT_GT(starts.size(), 40u);
   // Another seed draws other windows.
