@@ -311,10 +311,14 @@ int main(int argc, char** argv) {
   add_int_option(sample_cmd, "--threads", threads, "CPU threads for the CPU backend (0: all cores)", 0, 65536);
 
   // CLI11 would call an unknown command "no subcommand"; name it instead.
-  if (argc > 1 && argv[1][0] != '-' && std::string(argv[1]) != "train" && std::string(argv[1]) != "verify" &&
-      std::string(argv[1]) != "plan" && std::string(argv[1]) != "prepare" && std::string(argv[1]) != "sample") {
-    std::cerr << "error: unknown command '" << argv[1] << "' (expected train, plan, verify, prepare or sample; see --help)"
-              << std::endl;
+  std::string names;  // every command, for that message
+  bool known = false;
+  for (const CLI::App* cmd : app.get_subcommands([](const CLI::App*) { return true; })) {
+    names += (names.empty() ? "" : ", ") + cmd->get_name();
+    known = known || (argc > 1 && cmd->get_name() == argv[1]);
+  }
+  if (argc > 1 && argv[1][0] != '-' && !known) {
+    std::cerr << "error: unknown command '" << argv[1] << "' (expected one of " << names << "; see --help)" << std::endl;
     return 2;
   }
   try {

@@ -79,6 +79,9 @@ def parse_args(argv=None):
     p.add_argument("--steps", type=int, default=100, help="optimizer steps (default 100)")
     p.add_argument("--seed", type=int, default=1337,
                    help="seed of initialisation, batches and dropout (default 1337)")
+    p.add_argument("--windows", choices=("torch", "tinytrain"), default="torch",
+                   help="where the training windows' starts come from: torch.randint (default) "
+                        "or tinytrain's own Philox draws, the very windows `train --data` reads")
     # The optimizer and its schedule.
     p.add_argument("--lr", type=float, default=1e-4, help="peak learning rate (default 1e-4)")
     p.add_argument("--beta1", type=float, default=0.9)
@@ -220,6 +223,32 @@ def median(values):
 # Training
 # ---------------------------------------------------------------------------------------------
 
+# ---------------------------------------------------------------------------------------------
+# tinytrain's training windows (--windows tinytrain): engine/rng.h's rng_below64 in Python
+# ---------------------------------------------------------------------------------------------
+
+MASK32 = 0xFFFFFFFF
+RNG_STREAM_WINDOWS = 0x3A1D  # engine/rng.h RngStream::Windows
+
+
+def philox4x32_10(ctr, key0, key1):
+    """Philox4x32-10 (kernels/common/philox.h): 4 counter words, 2 key words -> 4 random words."""
+    c0, c1, c2, c3 = ctr
+    for round_ in range(10):
+        if round_ > 0:
+            key0, key1 = (key0 + 0x9E3779B9) & MASK32, (key1 + 0xBB67AE85) & MASK32
+        p0, p1 = 0xD2511F53 * c0, 0xCD9E8D57 * c2
+        c0, c1, c2, c3 = ((p1 >> 32) ^ c1 ^ key0, p1 & MASK32, (p0 >> 32) ^ c3 ^ key1, p0 & MASK32)
+    return c0, c1, c2, c3
+
+
+def tinytrain_window_start(seed, step, row, n):
+    """The start of row `row`'s window at step `step`: uniform in [0, n), from 64 Philox bits."""
+    words = philox4x32_10((row & MASK32, row >> 32, step & MASK32, RNG_STREAM_WINDOWS),
+                          seed & MASK32, (seed >> 32) & MASK32)
+    return (((words[1] << 32) | words[0]) * n) >> 64
+
+
 def main(args):
     import torch
     import torch.nn as nn
@@ -336,7 +365,10 @@ def main(args):
             window_eval_s += time.perf_counter() - t0
 
         # The batch: B random windows of train.bin.
-        o = torch.randint(0, n_train - T, (B,), generator=batch_gen)  # o in [0, n_train - T - 1]
+        if args.windows == "torch":
+            o = torch.randint(0, n_train - T, (B,), generator=batch_gen)  # o in [0, n_train - T - 1]
+        else:
+            o = torch.tensor([tinytrain_window_start(args.seed, step, r, n_train - T) for r in range(B)])
         idx = o[:, None] + offsets
         x, y = train_tokens[idx].to(device), train_tokens[idx + 1].to(device)
 
