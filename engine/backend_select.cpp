@@ -107,4 +107,6 @@ void set_cpu_threads(int threads) {
   openblas_set_num_threads(threads);
 }
 
+int cpu_threads_in_use() { return omp_get_max_threads(); }
+
 }  // namespace tt

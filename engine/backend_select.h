@@ -24,5 +24,7 @@ std::unique_ptr<Backend> select_backend(const std::string& choice, const GpuOpti
 
 // Sets the threads used by the CPU backend's loops and by OpenBLAS (0 keeps the default).
 void set_cpu_threads(int threads);
+// The threads the CPU backend's GEMMs and loops run on now.
+int cpu_threads_in_use();
 
 }  // namespace tt

@@ -15,6 +15,7 @@
 #include "engine/checked_input.h"
 #include "engine/config.h"
 #include "engine/memory_plan.h"
+#include "engine/mfu.h"
 #include "engine/rank_agreement.h"
 #include "engine/sampler.h"
 #include "engine/train_loop.h"
@@ -400,6 +401,7 @@ int main(int argc, char** argv) {
       check_grad_accum(train.run.batch / comm->world_size(), train.grad_accum);
       train.ranks = comm->world_size();
       check_same_settings(*comm, *backend, settings_of(*train_cmd));
+      train.mfu = mfu_reference(backend_choice, backend->name(), train.precision, gpu.tf32, launch.local_rank);
       run_training(*backend, train, out, comm.get());
       return 0;
     }

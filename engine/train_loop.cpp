@@ -165,6 +165,22 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
   std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
   const double alloc_mb = static_cast<double>(trainer.bytes()) / (1024.0 * 1024.0);
   StepTimer timer(start);
+  // Achieved TFLOP/s: the step's model FLOPs (engine/flops.h) over its time, all ranks together;
+  // MFU: one rank's share of them over its device's measured peak (engine/mfu.h).
+  const double step_flops = training_step_flops(o.model, B, T, o.recompute).model();
+  auto tflops_at = [&](double ms_per_step) { return step_flops / (ms_per_step * 1e-3) / 1e12; };
+  auto mfu_at = [&](double ms_per_step) { return mfu(tflops_at(ms_per_step) / trainer.world_size(), o.mfu); };
+  // " | 0.066 TFLOP/s | MFU 56.4%": what every step line ends with ("?" before the first timing;
+  // no MFU field without a measured peak).
+  auto speed_fields = [&](const std::optional<double>& ms) {
+    char text[64];
+    if (!ms) return std::string(" | ? TFLOP/s") + (o.mfu.peak_tflops > 0 ? " | MFU ?" : "");
+    if (o.mfu.peak_tflops > 0)
+      std::snprintf(text, sizeof(text), " | %.3f TFLOP/s | MFU %.1f%%", tflops_at(*ms), 100 * mfu_at(*ms));
+    else
+      std::snprintf(text, sizeof(text), " | %.3f TFLOP/s", tflops_at(*ms));
+    return std::string(text);
+  };
 
   // Without dynamic scaling a skipped step means the gradients (and so the loss) went
   // non-finite: stop rather than train on garbage. fp16 skips and recovers by design.
@@ -215,7 +231,7 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
     stop_if_diverged(status);
     const double lr = scheduled_lr(o.optimizer.lr, o.optimizer.schedule, step);
     const double ms_per_step = ms ? *ms : NAN, tokens_per_s = 1e3 * B * T / ms_per_step;
-    char line[256];
+    char line[320];
     if (dataset) {  // the progress line of a long run
       const std::optional<double> median = timer.median_ms();
       const std::string eta = median ? duration_text(*median * (o.run.steps - step - 1) / 1e3) : "?";
@@ -230,7 +246,7 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
     } else {
       std::snprintf(line, sizeof(line), "step %3d | loss %.4f | alloc %.1f MB", step, loss, alloc_mb);
     }
-    log << line << std::endl;
+    log << line << speed_fields(ms) << std::endl;
     metrics.write({{"step", step},
                    {"loss", or_null(loss)},
                    {"val_loss", or_null(val.value_or(NAN))},
@@ -239,13 +255,15 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
                    {"tokens_per_s", or_null(tokens_per_s)},
                    {"ms_per_step", or_null(ms_per_step)},
                    {"loss_scale", status.scale},
-                   {"alloc_mb", alloc_mb}});
+                   {"alloc_mb", alloc_mb},
+                   {"tflops", or_null(ms ? tflops_at(*ms) : NAN)},
+                   {"mfu", or_null(ms ? mfu_at(*ms) : NAN)}});
   };
   // A validation-only record (an evaluation at a step that is not logged, or after the last).
   auto log_val_only = [&](int step, double val) {
     metrics.write({{"step", step}, {"loss", nullptr}, {"val_loss", val}, {"lr", nullptr}, {"grad_norm", nullptr},
                    {"tokens_per_s", nullptr}, {"ms_per_step", nullptr}, {"loss_scale", nullptr},
-                   {"alloc_mb", alloc_mb}});
+                   {"alloc_mb", alloc_mb}, {"tflops", nullptr}, {"mfu", nullptr}});
   };
 
   for (int step = start; step < o.run.steps; ++step) {
@@ -295,12 +313,10 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
         ranks += comm_text;
       }
     }
-    // Achieved TFLOP/s: the step's model FLOPs (engine/flops.h) over the median step time.
-    const double tflops = training_step_flops(o.model, B, T, o.recompute).model() / (*ms * 1e-3) / 1e12;
+    // At the median step time; and which peak the MFU is against, or why there is none.
     char line[256];
-    std::snprintf(line, sizeof(line), "done: %d steps | %.1f tokens/s | %.2f ms/step | %.3f TFLOP/s%s", trained,
-                  1e3 * B * T / *ms, *ms, tflops, ranks.c_str());
-    log << line << std::endl;
+    std::snprintf(line, sizeof(line), "done: %d steps | %.1f tokens/s | %.2f ms/step", trained, 1e3 * B * T / *ms, *ms);
+    log << line << speed_fields(ms) << ranks << (o.mfu.note.empty() ? "" : " (" + o.mfu.note + ")") << std::endl;
   }
 }
 

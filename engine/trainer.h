@@ -9,6 +9,7 @@
 
 #include "kernels/arena.h"
 #include "engine/config.h"
+#include "engine/mfu.h"
 #include "engine/model.h"
 #include "optim/adamw.h"
 #include "optim/loss_scaler.h"
@@ -188,6 +189,7 @@ struct TrainOptions {
   DataOptions data;
   std::string metrics_path;  // --metrics FILE.jsonl (engine/metrics_log.h); "": none
   std::string init_from;     // --init-from FILE: initial parameters from a state_dict safetensors
+  MfuReference mfu;          // the measured peak the log's MFU is against (engine/mfu.h); none: no MFU
 };
 
 }  // namespace tt

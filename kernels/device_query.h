@@ -8,6 +8,7 @@ struct CudaDeviceInfo {
   bool usable = false;
   std::string reason;       // why not usable, one line; empty when usable
   std::string name;         // the device's name when usable
+  int major = 0, minor = 0; // its compute capability (9.0: Hopper)
   size_t total_bytes = 0;
   size_t free_bytes = 0;
 };

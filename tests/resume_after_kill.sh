@@ -28,7 +28,8 @@ if [ "$mode" = data ]; then
 else
   flags+=(--vocab-size 64)
   step_line='^step  12 '
-  keep_fields() { cat; }
+  # "step N | loss X | alloc Y MB": the speed fields after it (TFLOP/s, MFU) are timings
+  keep_fields() { sed 's/ | [^|]* TFLOP\/s.*$//'; }
 fi
 
 "$bin" "${flags[@]}" --save-dir "$work/straight" > "$work/straight.log" 2>&1 ||

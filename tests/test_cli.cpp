@@ -14,6 +14,9 @@
 #include <string>
 #include <vector>
 
+#include "engine/config.h"
+#include "engine/flops.h"
+#include "engine/peaks.h"
 #include "tests/cli_test_util.h"
 
 namespace tt::test {
@@ -465,6 +468,14 @@ std::vector<std::string> step_lines(const CliResult& r) {
   return steps;
 }
 
+// The step lines without their speed fields (" | 0.012 TFLOP/s | MFU 40.0%"): what a run
+// computed, which must not depend on how fast it ran.
+std::vector<std::string> step_results(const CliResult& r) {
+  std::vector<std::string> results;
+  for (const std::string& line : step_lines(r)) results.push_back(std::regex_replace(line, std::regex(R"( \| [^|]* TFLOP/s.*$)"), ""));
+  return results;
+}
+
 TEST(CliTrainGood, LogsEveryStepInTheDocumentedFormat) {
   ScratchDir dir;
   const CliResult r = run_command(train_args({{"--steps", "3"}, {"--log-every", "1"}}), dir.path());
@@ -474,16 +485,20 @@ TEST(CliTrainGood, LogsEveryStepInTheDocumentedFormat) {
   EXPECT_EQ(r.err, "");
   const std::vector<std::string> lines = r.out_lines();
   ASSERT_EQ(lines.size(), 4u) << "three step lines and the done line, nothing else";
-  const std::regex step_re(R"(step +(\d+) \| loss (-?\d+\.\d{4}) \| alloc (\d+\.\d) MB)");
+  // Then the speed: achieved TFLOP/s ("?" before the first timed window) and, when this machine
+  // has a measured peak (`tinytrain doctor`), MFU (LogShowsTflopsAndMfuAgainstTheMeasuredPeak).
+  const std::regex step_re(
+      R"((step +(\d+) \| loss (-?\d+\.\d{4}) \| alloc (\d+\.\d) MB)( \| (\?|\d+\.\d{3}) TFLOP/s( \| MFU (\?|\d+\.\d%))?))");
   for (int s = 0; s < 3; ++s) {
     std::smatch m;
     ASSERT_TRUE(std::regex_match(lines[s], m, step_re)) << "line " << s << ": '" << lines[s] << "'";
-    EXPECT_EQ(std::stoi(m[1]), s);
+    EXPECT_EQ(std::stoi(m[2]), s);
+    EXPECT_EQ(m[6] == "?", s == 0) << "the first window is not timed";
     // Formatting the parsed numbers with the documented format gives the line back exactly.
     char expect[128];
-    std::snprintf(expect, sizeof expect, "step %3d | loss %.4f | alloc %.1f MB", s, std::stod(m[2]), std::stod(m[3]));
-    EXPECT_EQ(lines[s], expect);
-    const double loss = std::stod(m[2]);
+    std::snprintf(expect, sizeof expect, "step %3d | loss %.4f | alloc %.1f MB", s, std::stod(m[3]), std::stod(m[4]));
+    EXPECT_EQ(m[1].str(), expect);
+    const double loss = std::stod(m[3]);
     EXPECT_GT(loss, 0.0);
     EXPECT_LT(loss, 10.0) << "vocab 64: the initial loss is about ln 64 = 4.16";
   }
@@ -491,6 +506,60 @@ TEST(CliTrainGood, LogsEveryStepInTheDocumentedFormat) {
   EXPECT_EQ(lines[1].rfind("step   1 | loss ", 0), 0u);
   EXPECT_EQ(lines[2].rfind("step   2 | loss ", 0), 0u);
   EXPECT_EQ(lines[3].rfind("done: 3 steps", 0), 0u) << lines[3];
+}
+
+// The speed in the log: achieved TFLOP/s is the step's model FLOPs (engine/flops.h) over the
+// step time, MFU that over the peak `tinytrain doctor` saved for this CPU at these threads
+// (engine/peaks.h); without a saved peak the done line says there is no MFU and how to get one.
+TEST(CliTrainGood, LogShowsTflopsAndMfuAgainstTheMeasuredPeak) {
+  ScratchDir dir;
+  const std::string cache = dir.path() + "/cache";
+  setenv("TINYTRAIN_CACHE_DIR", cache.c_str(), 1);  // (this test's own process: ctest runs each test alone)
+  const Flags run = {{"--steps", "30"}, {"--log-every", "10"}, {"--d-model", "64"}, {"--d-ff", "256"},
+                     {"--seq", "32"},   {"--max-seq-len", "32"}, {"--batch", "4"}};
+  ModelConfig model;  // the same model: kSmallModel with run's overrides
+  model.vocab_size = 64;
+  model.d_model = 64;
+  model.d_ff = 256;
+  model.max_seq_len = 32;
+  const double step_flops = training_step_flops(model, 4, 32, Recompute::None).model();
+  const std::regex done_re(R"(done: 30 steps \| [\d.]+ tokens/s \| ([\d.]+) ms/step \| (\d+\.\d{3}) TFLOP/s(.*))");
+
+  const CliResult without = run_command(train_args(run), dir.path());
+  ASSERT_EQ(without.exit_code, 0) << without.describe();
+  std::smatch m;
+  const std::string done_without = without.out_lines().back();
+  ASSERT_TRUE(std::regex_match(done_without, m, done_re)) << done_without;
+  // (TFLOP/s printed to 3 decimals: half a unit of the last one)
+  EXPECT_NEAR(std::stod(m[2]), step_flops / (std::stod(m[1]) * 1e-3) / 1e12, 0.0005 + 1e-6);
+  EXPECT_EQ(m[3].str(), " (no MFU: no measured fp32 peak for '" + cpu_device_key(1) + "' in " + cache +
+                            "/peaks.json (run `tinytrain doctor` to measure it))");
+  for (const std::string& line : step_lines(without)) EXPECT_FALSE(contains(line, "MFU")) << line;
+
+  // A peak near what this model reaches, so that MFU is tens of percent and its digits mean something.
+  const double peak = std::max(0.001, std::stod(m[2]));
+  save_peaks(Peaks{cpu_device_key(1), {{"fp32", peak}}, 1.0, "2026-12-01T00:00:00Z"});
+  const CliResult with = run_command(train_args(run), dir.path());
+  ASSERT_EQ(with.exit_code, 0) << with.describe();
+  const std::vector<std::string> steps = step_lines(with);
+  ASSERT_EQ(steps.size(), 3u);
+  EXPECT_TRUE(contains(steps[0], "| ? TFLOP/s | MFU ?")) << steps[0];
+  const std::regex mfu_re(R"(.* \| (\d+\.\d{3}) TFLOP/s \| MFU (\d+\.\d)%)");
+  for (size_t i = 1; i < steps.size(); ++i) {
+    ASSERT_TRUE(std::regex_match(steps[i], m, mfu_re)) << steps[i];
+    // (MFU to 1 decimal of a percent, from TFLOP/s known to half a unit of its 3rd decimal)
+    EXPECT_NEAR(std::stod(m[2]), 100 * std::stod(m[1]) / peak, 0.05 + 100 * 0.0005 / peak) << steps[i];
+  }
+  const std::string done_with = with.out_lines().back();
+  ASSERT_TRUE(std::regex_match(done_with, m, done_re)) << done_with;
+  const std::string tail = m[3];
+  std::smatch t;
+  ASSERT_TRUE(std::regex_match(tail, t, std::regex(R"( \| MFU (\d+\.\d)% \(MFU against the fp32 peak ([\d.]+) TFLOP/s measured by `tinytrain doctor` on 2026-12-01\))")))
+      << done_with;
+  // MFU from the done line's own ms/step (2 decimals: a relative error below 1e-3 at these times)
+  const double mfu_exact = 100 * step_flops / (std::stod(m[1]) * 1e-3) / 1e12 / peak;
+  EXPECT_NEAR(std::stod(t[1]), mfu_exact, 0.05 + 1e-3 * mfu_exact) << done_with;
+  unsetenv("TINYTRAIN_CACHE_DIR");
 }
 
 TEST(CliTrainGood, LogEveryLogsOnlyThoseSteps) {
@@ -612,7 +681,7 @@ TEST(CliTrainGood, BackendCudaEmuSaysSoAndLogsTheCpusLosses) {
   const std::vector<std::string> se = step_lines(emu), sc = step_lines(cpu);
   ASSERT_EQ(se.size(), 3u);
   ASSERT_EQ(sc.size(), 3u);
-  const std::regex step_re(R"(step +(\d+) \| loss (-?\d+\.\d{4}) \| alloc (\d+\.\d) MB)");
+  const std::regex step_re(R"(step +(\d+) \| loss (-?\d+\.\d{4}) \| alloc (\d+\.\d) MB \| .* TFLOP/s.*)");
   for (size_t s = 0; s < 3; ++s) {
     std::smatch me, mc;
     ASSERT_TRUE(std::regex_match(se[s], me, step_re)) << se[s];
@@ -679,7 +748,7 @@ void expect_deterministic(const Flags& overrides) {
   const CliResult b = run_command(argv, dir.path());
   ASSERT_TRUE(a.exited && a.exit_code == 0) << a.describe();
   ASSERT_TRUE(b.exited && b.exit_code == 0) << b.describe();
-  const std::vector<std::string> sa = step_lines(a), sb = step_lines(b);
+  const std::vector<std::string> sa = step_results(a), sb = step_results(b);
   ASSERT_EQ(sa.size(), 5u) << a.describe();
   EXPECT_EQ(sa, sb) << "run 1:\n" << a.out << "run 2:\n" << b.out;
 }
@@ -698,7 +767,7 @@ TEST(CliTrainGood, SeedChangesTheRun) {
   const CliResult b = run_command(train_args({{"--steps", "1"}, {"--log-every", "1"}, {"--seed", "2"}}), dir.path());
   ASSERT_TRUE(a.exited && a.exit_code == 0) << a.describe();
   ASSERT_TRUE(b.exited && b.exit_code == 0) << b.describe();
-  EXPECT_NE(step_lines(a), step_lines(b)) << "different seeds gave the same loss";
+  EXPECT_NE(step_results(a), step_results(b)) << "different seeds gave the same loss";
 }
 
 }  // namespace

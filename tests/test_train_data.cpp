@@ -197,9 +197,9 @@ TEST(TrainData, ATinyCausalModelLearnsTextWithEvaluationScheduleAndMetrics) {
                                                     "--metrics", metrics}),
                                   scratch.path(), 300);
   ASSERT_EQ(r.exit_code, 0) << r.describe();
-  // The progress line: step/total, loss, val, lr, tokens/s, ETA, alloc.
+  // The progress line: step/total, loss, val, lr, tokens/s, ETA, alloc, TFLOP/s (MFU with a measured peak).
   const std::regex progress(
-      R"(^step (\d+)/60 \| loss (\d+\.\d{4}) \| val (-|\d+\.\d{4}) \| lr (\d\.\d{3}e[-+]\d+) \| (\d+|\?) tokens/s \| ETA ([0-9hms]+|\?) \| alloc \d+\.\d MB$)");
+      R"(^step (\d+)/60 \| loss (\d+\.\d{4}) \| val (-|\d+\.\d{4}) \| lr (\d\.\d{3}e[-+]\d+) \| (\d+|\?) tokens/s \| ETA ([0-9hms]+|\?) \| alloc \d+\.\d MB \| (\?|\d+\.\d{3}) TFLOP/s( \| MFU (\?|\d+\.\d%))?$)");
   std::vector<double> losses;
   for (const std::string& line : r.out_lines()) {
     std::smatch m;
@@ -230,12 +230,13 @@ TEST(TrainData, ATinyCausalModelLearnsTextWithEvaluationScheduleAndMetrics) {
     ASSERT_TRUE(by_step.count(step)) << step;
     const nlohmann::json& rec = by_step[step];
     for (const char* key : {"step", "loss", "val_loss", "lr", "grad_norm", "tokens_per_s", "ms_per_step",
-                            "loss_scale", "alloc_mb"})
+                            "loss_scale", "alloc_mb", "tflops", "mfu"})
       EXPECT_TRUE(rec.contains(key)) << key;
     EXPECT_DOUBLE_EQ(rec["lr"].get<double>(), scheduled_lr(3e-3, schedule, step)) << step;
     EXPECT_GT(rec["grad_norm"].get<double>(), 0.0);
     EXPECT_EQ(rec["val_loss"].is_number(), step % 20 == 0) << step;
     EXPECT_EQ(rec["tokens_per_s"].is_number(), step > 0) << "the first window is not timed";
+    EXPECT_EQ(rec["tflops"].is_number(), step > 0);
   }
   EXPECT_TRUE(by_step[60]["loss"].is_null());
   EXPECT_NEAR(by_step[60]["val_loss"].get<double>(), final_val, 5e-5);
@@ -270,6 +271,8 @@ TEST(TrainData, ResumeContinuesTheRunAndItsMetrics) {
   auto strip_speed = [](nlohmann::json rec) {
     rec.erase("tokens_per_s");
     rec.erase("ms_per_step");
+    rec.erase("tflops");
+    rec.erase("mfu");
     return rec;
   };
   const std::vector<nlohmann::json> want = read_metrics(scratch.file("whole.jsonl"));

@@ -35,6 +35,8 @@ CudaDeviceInfo query_cuda_device(int device) {
   }
   info.usable = true;
   info.name = prop.name;
+  info.major = prop.major;
+  info.minor = prop.minor;
   return info;
 }
 

@@ -1,0 +1,48 @@
+// Which measured peak MFU is against (engine/mfu.h).
+#include "engine/mfu.h"
+
+#include <cmath>
+#include <cstdio>
+#include <optional>
+
+#include "engine/backend_select.h"
+#include "engine/peaks.h"
+#include "kernels/device_query.h"
+
+namespace tt {
+
+std::string gemm_precision(const std::string& backend_name, Precision storage, bool tf32) {
+  if (backend_name != "cuda") return "fp32";
+  if (storage == Precision::BF16) return "bf16";
+  if (storage == Precision::FP16) return "fp16";
+  return tf32 ? "tf32" : "fp32";
+}
+
+MfuReference mfu_reference(const std::string& backend_choice, const std::string& backend_name, Precision storage,
+                           bool tf32, int local_rank) {
+  if (backend_choice == "cuda-emu") return {0, "no MFU: the emulated GPU has no hardware peak"};
+  std::string device;
+  if (backend_name == "cpu") {
+    device = cpu_device_key(cpu_threads_in_use());
+  } else {
+    const CudaDeviceInfo info = query_cuda_device(local_rank);
+    if (!info.usable) return {0, "no MFU: " + info.reason};
+    device = cuda_device_key(info.name, info.major, info.minor);
+  }
+  const std::string precision = gemm_precision(backend_name, storage, tf32);
+  const std::optional<Peaks> peaks = load_peaks(device);
+  const double peak = peaks ? peak_tflops(*peaks, precision) : 0.0;
+  if (peak <= 0)
+    return {0, "no MFU: no measured " + precision + " peak for '" + device + "' in " + peaks_file() +
+                   " (run `tinytrain doctor` to measure it)"};
+  char note[160];
+  std::snprintf(note, sizeof(note), "MFU against the %s peak %.3f TFLOP/s measured by `tinytrain doctor` on %s",
+                precision.c_str(), peak, peaks->measured.substr(0, 10).c_str());
+  return {peak, note};
+}
+
+double mfu(double achieved_tflops_per_device, const MfuReference& reference) {
+  return reference.peak_tflops > 0 ? achieved_tflops_per_device / reference.peak_tflops : NAN;
+}
+
+}  // namespace tt

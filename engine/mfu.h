@@ -1,0 +1,30 @@
+// MFU, model FLOPs utilisation: the model FLOPs a step needs (engine/flops.h) per second, over
+// the peak FLOP/s this very hardware was measured to reach (engine/peaks.h, saved by
+// `tinytrain doctor`) in the precision the step's GEMMs run in. A measured peak, not the
+// datasheet's: it tells how much of what the machine can really do the step uses.
+#pragma once
+#include <string>
+
+#include "engine/config.h"
+
+namespace tt {
+
+struct MfuReference {
+  double peak_tflops = 0;  // 0: no measured peak, so no MFU
+  std::string note;        // which peak is used, or why there is none (one phrase, for the log)
+};
+
+// The GEMM precision a backend computes `storage` in: the CPU backend computes everything in
+// fp32 (cblas_sgemm); CUDA's fp32 GEMMs run as tf32 with --tf32.
+std::string gemm_precision(const std::string& backend_name, Precision storage, bool tf32);
+
+// The peak for the backend `train` runs on: backend_choice as given (cuda-emu runs CUDA code on
+// the CPU: no hardware peak applies), backend_name the backend's own name, the CUDA device
+// a rank uses (local_rank) and, on the CPU, the threads in use.
+MfuReference mfu_reference(const std::string& backend_choice, const std::string& backend_name, Precision storage,
+                           bool tf32, int local_rank);
+
+// MFU as a fraction: achieved TFLOP/s of one device over its peak; NaN without a peak.
+double mfu(double achieved_tflops_per_device, const MfuReference& reference);
+
+}  // namespace tt
