@@ -16,6 +16,7 @@
 
 #include "kernels/common/philox.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/dropout_mask.h"
 #include "tests/op_test_util.h"
 
 namespace tt {
@@ -95,6 +96,26 @@ TEST(DropoutUniform, HighIndexBitsAndSeedBitsMatter) {
   }
   EXPECT_LE(same_index, 1);  // a 24-bit collision is possible, not a pattern of them
   EXPECT_LE(same_seed, 1);
+}
+
+// ---- the CPU's batched mask (kernels/cpu/dropout_mask.h) against the definition ----
+
+// dropout_scales (one Philox call per 4 elements, 8 calls at once with AVX2) gives exactly
+// dropout_scale of every element: for ranges starting inside a group, shorter than a batch,
+// ending mid-batch, and around 2^32 groups, where the counter's low word wraps.
+TEST(DropoutScales, EqualsThePerElementDefinitionOnEveryRange) {
+  const DropoutKey key{0x9e3779b97f4a7c15ull, 7, 2, DropoutSite::AttentionWeights};
+  for (float p : {0.1f, 0.5f}) {
+    for (uint64_t start : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{37}, (uint64_t{1} << 34) - 70,
+                           (uint64_t{1} << 34) - 2}) {
+      for (int64_t count : {0, 1, 3, 31, 32, 33, 70, 129, 1000}) {
+        std::vector<float> batched(count);
+        dropout_scales(key, start, count, p, batched.data());
+        for (int64_t i = 0; i < count; ++i)
+          ASSERT_EQ(batched[i], dropout_scale(key, start + i, p)) << "p " << p << ", start " << start << ", element " << i;
+      }
+    }
+  }
 }
 
 // ---- the CPU backend's dropout ----
