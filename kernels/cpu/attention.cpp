@@ -22,6 +22,28 @@ struct PackedQkv {
   int64_t v(int b, int t, int h) const { return q(b, t, h) + 2 * C; }
 };
 
+// One head's keys (or values) transposed: out[d * T + t] = x[offset(b, t, h) + d], (HS,T).
+// A dot product over d is a sequential sum the compiler may not reorder, so it runs one add at
+// a time; with this layout, the dot products of a query with every key run side by side,
+// one vector lane per key, each still summed over d = 0..HS-1 in order (the same result).
+template <typename Offset>
+void transpose_head(const float* x, int T, int HS, Offset offset, float* out) {
+  for (int t = 0; t < T; ++t) {
+    const float* row = x + offset(t);
+    for (int d = 0; d < HS; ++d) out[static_cast<int64_t>(d) * T + t] = row[d];
+  }
+}
+
+// dots[t2] = sum over d of a[d] * bT[d * T + t2], for t2 < count (summed over d in order).
+void dots_with_transposed(const float* a, const float* bT, int T, int HS, int count, float* dots) {
+  for (int t2 = 0; t2 < count; ++t2) dots[t2] = 0.0f;
+  for (int d = 0; d < HS; ++d) {
+    const float ad = a[d];
+    const float* column = bT + static_cast<int64_t>(d) * T;
+    for (int t2 = 0; t2 < count; ++t2) dots[t2] += ad * column[t2];
+  }
+}
+
 }  // namespace
 
 // qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T) (softmax weights, before dropout)
@@ -40,19 +62,17 @@ void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const A
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < NH; ++h) {
       std::vector<float> mask(T, 1.0f);  // dropout factors of one row of weights
+      std::vector<float> kT(static_cast<size_t>(HS) * T), q_scaled(HS);
+      transpose_head(x, T, HS, [&](int t) { return at.k(b, t, h); }, kT.data());
       for (int t = 0; t < T; ++t) {
         const int64_t row = ((static_cast<int64_t>(b) * NH + h) * T + t) * T;
         float* prow = P + row;
         const int visible = s.causal ? t + 1 : T;  // keys a query may attend to
         const float* q = x + at.q(b, t, h);
+        for (int d = 0; d < HS; ++d) q_scaled[d] = q[d] * scale;
+        dots_with_transposed(q_scaled.data(), kT.data(), T, HS, visible, prow);  // scores (q scale) . k
         float max_score = -INFINITY;
-        for (int t2 = 0; t2 < visible; ++t2) {
-          const float* k = x + at.k(b, t2, h);
-          float dot = 0.0f;
-          for (int d = 0; d < HS; ++d) dot += (q[d] * scale) * k[d];
-          prow[t2] = dot;
-          max_score = std::fmax(max_score, dot);
-        }
+        for (int t2 = 0; t2 < visible; ++t2) max_score = std::fmax(max_score, prow[t2]);
         float sum = 0.0f;
         for (int t2 = 0; t2 < visible; ++t2) {
           prow[t2] = std::exp(prow[t2] - max_score);
@@ -93,6 +113,8 @@ void CpuBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Ten
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < NH; ++h) {
       std::vector<float> mask(T, 1.0f);
+      std::vector<float> vT(static_cast<size_t>(HS) * T);
+      transpose_head(x, T, HS, [&](int t) { return at.v(b, t, h); }, vT.data());
       for (int t = 0; t < T; ++t) {
         std::memset(dx + at.q(b, t, h), 0, sizeof(float) * HS);
         std::memset(dx + at.k(b, t, h), 0, sizeof(float) * HS);
@@ -108,17 +130,13 @@ void CpuBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Ten
         // dv_t2 += m P dout_t, and dP[t2] = m (dout_t . v_t2)
         float dot_pdp = 0.0f;  // sum_t2 P[t2] dP[t2], for the softmax backward
         if (p > 0.0f) dropout_scales(key, dropout.index_offset + row, visible, p, mask.data());
+        dots_with_transposed(drow, vT.data(), T, HS, visible, dsrow);  // dout_t . v_t2
         for (int t2 = 0; t2 < visible; ++t2) {
           const float m = mask[t2];
-          const float* v = x + at.v(b, t2, h);
           float* dv = dx + at.v(b, t2, h);
-          float dot = 0.0f;
           const float w = m * prow[t2];
-          for (int d = 0; d < HS; ++d) {
-            dot += drow[d] * v[d];
-            dv[d] += w * drow[d];
-          }
-          dsrow[t2] = m * dot;
+          for (int d = 0; d < HS; ++d) dv[d] += w * drow[d];
+          dsrow[t2] = m * dsrow[t2];
           dot_pdp += prow[t2] * dsrow[t2];
         }
         // softmax backward: dscore = P (dP - sum P dP); masked scores get no gradient
