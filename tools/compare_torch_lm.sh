@@ -12,7 +12,9 @@
 #        --eval-every 100 --eval-batches 8
 # The flags go to both `tinytrain train --data DATA_DIR` and tools/train_torch_lm.py (which
 # takes every flag of the run above; give --seed through SEEDS, not as a flag).
-# SEEDS="1 2 3" (default) sets the seeds. Runs alternate tinytrain/PyTorch seed by seed, so a
+# SEEDS="1 2 3" (default) sets the seeds. WINDOWS=tinytrain (default) gives PyTorch the very
+# training windows tinytrain draws (train_torch_lm.py --windows tinytrain), so that the two sides
+# differ only in their dropout masks; WINDOWS=torch draws PyTorch's own. Runs alternate tinytrain/PyTorch seed by seed, so a
 # drift in machine load hits both sides alike. Per run: OUT_DIR/{tinytrain,torch}_seed<S>.log
 # and .jsonl (the --metrics file, whose last val_loss is the run's final val loss).
 set -euo pipefail
@@ -24,6 +26,7 @@ bin=$1 data=$2 out=$3
 shift 3
 here=$(cd "$(dirname "$0")/.." && pwd)
 seeds=${SEEDS:-1 2 3}
+windows=${WINDOWS:-tinytrain}
 for flag in "$@"; do
   case $flag in
     --seed|--seed=*|--metrics|--metrics=*|--data|--data=*)
@@ -55,7 +58,7 @@ for seed in $seeds; do
   run "tinytrain" "$out/tinytrain_seed$seed.log" -- \
     "$bin" train --data "$data" --seed "$seed" --metrics "$out/tinytrain_seed$seed.jsonl" "$@"
   run "pytorch  " "$out/torch_seed$seed.log" -- \
-    "$python" "$here/tools/train_torch_lm.py" --data "$data" --seed "$seed" \
+    "$python" "$here/tools/train_torch_lm.py" --data "$data" --seed "$seed" --windows "$windows" \
     --metrics "$out/torch_seed$seed.jsonl" "$@"
 done
 

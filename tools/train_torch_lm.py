@@ -8,8 +8,9 @@ does, step for step:
 - data: DIR/train.bin, DIR/val.bin (llm.c's format: 256 x int32 header [magic 20240520,
   version 1, token count], then count x uint16 tokens) and DIR/tokenizer.json (vocab_size).
   Each step draws, for each of the B rows, a start o uniform in [0, n_train - T - 1];
-  x = tokens[o : o+T], y = tokens[o+1 : o+T+1]. (tinytrain draws with its own counter-based
-  generator, this script with torch.randint: the same distribution, other draws.)
+  x = tokens[o : o+T], y = tokens[o+1 : o+T+1]. The starts come from torch.randint (--windows
+  torch, the default: the same distribution as tinytrain's, other draws) or from tinytrain's own
+  counter-based generator (--windows tinytrain: engine/rng.h in Python, the very same windows).
 - optimizer: AdamW(lr, betas (0.9, 0.999), eps 1e-8, weight_decay 0.01 by default), mean
   cross-entropy, gradient clipping to --grad-clip (total L2 norm, when > 0), and the
   learning-rate schedule of lr_at() set before every optimizer step.
