@@ -14,6 +14,7 @@
 #include "engine/checkpoint.h"
 #include "engine/checked_input.h"
 #include "engine/config.h"
+#include "engine/doctor.h"
 #include "engine/memory_plan.h"
 #include "engine/mfu.h"
 #include "engine/rank_agreement.h"
@@ -311,6 +312,15 @@ int main(int argc, char** argv) {
   sample_cmd->add_option("--backend", backend_choice, "auto | cpu | cuda | cuda-emu")->capture_default_str();
   add_int_option(sample_cmd, "--threads", threads, "CPU threads for the CPU backend (0: all cores)", 0, 65536);
 
+  // `doctor` (engine/doctor.h): the hardware/software chain probed link by link, peaks measured.
+  DoctorOptions doctor;
+  CLI::App* doctor_cmd = app.add_subcommand(
+      "doctor", "probe the CPU, GPU, driver and libraries, measure their peaks (exit 1: a link training needs is broken)");
+  doctor_cmd->add_flag("--json", doctor.json, "one JSON document with every probe instead of lines");
+  doctor_cmd->add_option("--backend", doctor.backend, "the backend training would use: auto | cpu | cuda | cuda-emu")
+      ->capture_default_str();
+  add_int_option(doctor_cmd, "--threads", threads, "CPU threads for the CPU probes and backend (0: all cores)", 0, 65536);
+
   // CLI11 would call an unknown command "no subcommand"; name it instead.
   std::string names;  // every command, for that message
   bool known = false;
@@ -340,6 +350,7 @@ int main(int argc, char** argv) {
       return 0;
     }
     set_cpu_threads(threads);
+    if (*doctor_cmd) return run_doctor(doctor, std::cout);
     if (*sample_cmd) {
       sample.seed = parse_integer(sample_seed, 0, INT64_MAX, "invalid option: --seed");
       auto backend = select_backend(backend_choice, gpu, std::cout);

@@ -1,0 +1,248 @@
+// `tinytrain doctor` (engine/doctor.h) and its host measurements (engine/cpu_probes.h): the
+// measuring functions give physically possible numbers, and the command, run as a user runs
+// it, prints one line per probe, says plainly when there is no GPU, fails (exit 1, with a line
+// saying what to try) only when a link training needs is broken, emits JSON on --json, runs
+// the GPU probes on the SIMT emulator with --backend cuda-emu, and saves measured peaks, never
+// emulated ones.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <optional>
+#include <regex>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "engine/backend_select.h"
+#include "engine/cpu_probes.h"
+#include "engine/peaks.h"
+#include "kernels/device_query.h"
+#include "tests/cli_test_util.h"
+
+namespace tt {
+namespace {
+
+using test::CliResult;
+using test::contains;
+using test::run_command;
+using test::ScratchDir;
+
+const std::string kBin = TINYTRAIN_BIN;
+
+// ---- the measuring functions ----
+
+// No core does more than 64 fp32 FLOP per cycle (two 512-bit FMA units: 2 x 16 lanes x 2), and
+// none runs above 5 GHz for long.
+double physical_gflops_bound() { return read_cpu_info().hardware_concurrency * 5.0 * 64.0; }
+
+TEST(CpuProbes, SgemmGflopsArePositiveAndPhysicallyPossible) {
+  const double gflops = measure_sgemm_gflops(256, 0.05);
+  EXPECT_GT(gflops, 0.0);
+  EXPECT_LT(gflops, physical_gflops_bound());
+}
+
+// Even from L1 a core moves at most about 128 bytes per cycle; 32 MiB may sit in a large L3,
+// so the bound is the caches', not DRAM's.
+TEST(CpuProbes, MemoryBandwidthIsPositiveAndPhysicallyPossible) {
+  const double gbps = measure_memory_gbps(size_t{32} << 20);
+  EXPECT_GT(gbps, 0.0);
+  EXPECT_LT(gbps, read_cpu_info().hardware_concurrency * 5.0 * 128.0);
+}
+
+TEST(CpuProbes, BusyCpusAreBetweenNoneAndAll) {
+  const double busy = measure_busy_cpus(0.05);
+  EXPECT_GE(busy, 0.0);
+  EXPECT_LE(busy, read_cpu_info().hardware_concurrency + 1e-9);
+}
+
+TEST(CpuProbes, CpuInfoAndHostMemoryComeFromProc) {
+  const CpuInfo cpu = read_cpu_info();
+  EXPECT_FALSE(cpu.model.empty());
+  EXPECT_GE(cpu.logical_cpus, 1);
+  EXPECT_GE(cpu.usable_cpus, 1);
+  EXPECT_LE(cpu.usable_cpus, cpu.logical_cpus);
+  EXPECT_EQ(cpu.isa_present.size() + cpu.isa_missing.size(), kIsaFlags.size());
+  const HostMemory memory = read_host_memory();
+  EXPECT_GT(memory.available_bytes, 0u);
+  EXPECT_LE(memory.available_bytes, memory.total_bytes);
+  const BlasInfo blas = read_blas_info();
+  EXPECT_NE(blas.config.find("OpenBLAS"), std::string::npos) << blas.config;
+  EXPECT_GE(blas.threads, 1);
+}
+
+// ---- the command ----
+
+// Each test runs doctor with its own peaks file (TINYTRAIN_CACHE_DIR, which the child inherits
+// and load_peaks in this process reads too).
+class Doctor : public ::testing::Test {
+ protected:
+  void SetUp() override { setenv("TINYTRAIN_CACHE_DIR", cache_.path().c_str(), 1); }
+  void TearDown() override { unsetenv("TINYTRAIN_CACHE_DIR"); }
+
+  CliResult doctor(std::vector<std::string> args) {
+    args.insert(args.begin(), {kBin, "doctor"});
+    return run_command(args, scratch_.path(), 120.0);
+  }
+
+  // The device keys in the peaks file.
+  std::vector<std::string> saved_devices() const {
+    std::vector<std::string> keys;
+    const std::string text = test::read_whole_file(peaks_file());
+    const nlohmann::json doc = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+    if (doc.is_object() && doc.contains("devices"))
+      for (const auto& entry : doc["devices"].items()) keys.push_back(entry.key());
+    return keys;
+  }
+
+  ScratchDir cache_, scratch_;
+};
+
+// Every line is a probe line "<verdict> <name> <message>" or, under a warn or FAIL, "  try: ...".
+struct ProbeLine {
+  std::string verdict, name, message, try_next;
+};
+
+std::vector<ProbeLine> probe_lines(const CliResult& r) {
+  std::vector<ProbeLine> probes;
+  const std::regex probe_re(R"((ok|warn|FAIL|skip) +(\S+) +(.+))");
+  for (const std::string& line : r.out_lines()) {
+    std::smatch m;
+    if (line.rfind("  try: ", 0) == 0) {
+      EXPECT_FALSE(probes.empty()) << "a try line before any probe";
+      if (!probes.empty()) probes.back().try_next = line.substr(7);
+    } else if (std::regex_match(line, m, probe_re)) {
+      probes.push_back({m[1], m[2], m[3], ""});
+    } else {
+      ADD_FAILURE() << "neither a probe line nor a try line: '" << line << "'";
+    }
+  }
+  return probes;
+}
+
+const ProbeLine* find_probe(const std::vector<ProbeLine>& probes, const std::string& name) {
+  for (const ProbeLine& p : probes)
+    if (p.name == name) return &p;
+  return nullptr;
+}
+
+// The number a message starts with ("89.5 GFLOP/s ..."), or -1.
+double leading_number(const std::string& message) {
+  std::smatch m;
+  return std::regex_search(message, m, std::regex(R"(^([\d.]+) )")) ? std::stod(m[1]) : -1.0;
+}
+
+bool machine_has_gpu() { return query_cuda_device(0).usable; }
+
+TEST_F(Doctor, RunsTheCpuChainSaysThereIsNoGpuAndSavesTheCpuPeaks) {
+  const CliResult r = doctor({});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const std::vector<ProbeLine> probes = probe_lines(r);
+  for (const char* name : {"cpu", "cpu.blas", "cpu.sgemm", "cpu.memory", "cpu.ram", "cpu.train_step", "peaks"}) {
+    const ProbeLine* p = find_probe(probes, name);
+    ASSERT_NE(p, nullptr) << "no probe " << name << "\n" << r.describe();
+    // (the cpu line warns when other processes keep the CPUs busy, as other tests may)
+    const bool busy_warning = p->name == "cpu" && p->verdict == "warn" && contains(p->message, "busy");
+    if (!busy_warning) EXPECT_EQ(p->verdict, "ok") << name << ": " << p->message;
+  }
+  EXPECT_GT(leading_number(find_probe(probes, "cpu.sgemm")->message), 0.0) << r.out;
+  EXPECT_TRUE(contains(find_probe(probes, "cpu.sgemm")->message, "GFLOP/s"));
+  EXPECT_GT(leading_number(find_probe(probes, "cpu.memory")->message), 0.0) << r.out;
+  EXPECT_TRUE(contains(find_probe(probes, "cpu.memory")->message, "GB/s"));
+  EXPECT_TRUE(contains(find_probe(probes, "cpu.train_step")->message, "ms/step"));
+  EXPECT_TRUE(contains(find_probe(probes, "cpu.train_step")->message, "(finite)"));
+  if (!machine_has_gpu()) {
+    const ProbeLine* gpu = find_probe(probes, "gpu.runtime");
+    ASSERT_NE(gpu, nullptr) << r.describe();
+    EXPECT_EQ(gpu->verdict, "skip");
+    EXPECT_TRUE(contains(gpu->message, "no GPU (")) << gpu->message;
+    EXPECT_TRUE(contains(gpu->message, "training runs on the CPU backend")) << gpu->message;
+    EXPECT_EQ(find_probe(probes, "gpu.train_step"), nullptr) << "auto without a GPU: the GPU section is one line";
+  }
+  // The peaks line is the last and names the file; the file holds this CPU's peaks at the
+  // threads in use (the child's default is this process's).
+  EXPECT_EQ(probes.back().name, "peaks");
+  EXPECT_TRUE(contains(probes.back().message, peaks_file())) << probes.back().message;
+  const std::optional<Peaks> peaks = load_peaks(cpu_device_key(cpu_threads_in_use()));
+  ASSERT_TRUE(peaks.has_value()) << test::read_whole_file(peaks_file());
+  EXPECT_GT(peak_tflops(*peaks, "fp32"), 0.0);
+  EXPECT_GT(peaks->memory_gbps, 0.0);
+  EXPECT_EQ(peaks->measured.size(), std::string("2026-12-01T08:00:00Z").size()) << peaks->measured;
+}
+
+TEST_F(Doctor, BackendCudaWithoutGpuFailsAndSaysWhatToTry) {
+  if (machine_has_gpu()) GTEST_SKIP() << "this machine has a GPU";
+  const CliResult r = doctor({"--backend", "cuda"});
+  ASSERT_TRUE(r.exited) << r.describe();
+  EXPECT_EQ(r.exit_code, 1) << r.describe();
+  const std::vector<ProbeLine> probes = probe_lines(r);
+  const ProbeLine* gpu = find_probe(probes, "gpu.runtime");
+  ASSERT_NE(gpu, nullptr) << r.describe();
+  EXPECT_EQ(gpu->verdict, "FAIL");
+  EXPECT_TRUE(contains(gpu->message, "no GPU")) << gpu->message;
+  EXPECT_FALSE(gpu->try_next.empty()) << "a FAIL says what to try";
+  // The chain went on: the CPU was measured, what needs the GPU says skip and why, and the
+  // CPU's peaks were still saved.
+  EXPECT_EQ(find_probe(probes, "cpu.sgemm")->verdict, "ok");
+  const ProbeLine* step = find_probe(probes, "gpu.train_step");
+  ASSERT_NE(step, nullptr);
+  EXPECT_EQ(step->verdict, "skip");
+  EXPECT_TRUE(contains(step->message, "gpu.runtime failed")) << step->message;
+  EXPECT_EQ(probes.back().name, "peaks");
+  EXPECT_EQ(probes.back().verdict, "ok");
+  for (const ProbeLine& p : probes)
+    if (p.verdict == "FAIL") EXPECT_FALSE(p.try_next.empty()) << p.name;
+}
+
+TEST_F(Doctor, JsonHasEveryProbe) {
+  const CliResult r = doctor({"--json", "--backend", "cpu"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const nlohmann::json doc = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  ASSERT_TRUE(doc.is_object()) << "stdout is not one JSON document:\n" << r.out;
+  EXPECT_EQ(doc.value("backend", ""), "cpu");
+  EXPECT_EQ(doc.value("exit_status", -1), 0);
+  EXPECT_EQ(doc.value("peaks_file", ""), peaks_file());
+  ASSERT_TRUE(doc.contains("probes") && doc["probes"].is_array());
+  std::vector<std::string> names;
+  for (const nlohmann::json& p : doc["probes"]) {
+    for (const char* field : {"name", "verdict", "message", "try"}) EXPECT_TRUE(p[field].is_string()) << p.dump();
+    EXPECT_TRUE(p["numbers"].is_object()) << p.dump();
+    names.push_back(p["name"]);
+  }
+  for (const char* name : {"cpu", "cpu.blas", "cpu.sgemm", "cpu.memory", "cpu.ram", "cpu.train_step", "gpu", "peaks"})
+    EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << "no probe " << name;
+  for (const nlohmann::json& p : doc["probes"]) {
+    if (p["name"] == "cpu.sgemm") EXPECT_GT(p["numbers"].value("gflops", 0.0), 0.0);
+    if (p["name"] == "cpu.memory") EXPECT_GT(p["numbers"].value("gbps", 0.0), 0.0);
+    if (p["name"] == "gpu") EXPECT_EQ(p["verdict"], "skip");
+  }
+}
+
+TEST_F(Doctor, CudaEmuRunsTheGpuProbesOnTheEmulatorAndSavesNoEmulatedPeaks) {
+#ifndef TINYTRAIN_HAVE_SIMT
+  GTEST_SKIP() << "this build has no SIMT emulator";
+#endif
+  const CliResult r = doctor({"--backend", "cuda-emu"});
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const std::vector<ProbeLine> probes = probe_lines(r);
+  for (const char* name : {"gpu0", "gpu0.copy", "gpu0.memory", "gpu0.gemm", "gpu.train_step"}) {
+    const ProbeLine* p = find_probe(probes, name);
+    ASSERT_NE(p, nullptr) << "no probe " << name << "\n" << r.describe();
+    EXPECT_EQ(p->verdict, "ok") << name << ": " << p->message;
+    EXPECT_EQ(p->message.rfind("emulated: ", 0), 0u) << name << ": " << p->message;
+  }
+  EXPECT_TRUE(contains(find_probe(probes, "gpu0.gemm")->message, "bf16")) << r.out;
+  EXPECT_TRUE(contains(find_probe(probes, "gpu.train_step")->message, "vs the CPU backend's")) << r.out;
+  EXPECT_TRUE(contains(probes.back().message, "not saved")) << probes.back().message;
+  const std::vector<std::string> saved = saved_devices();
+  EXPECT_EQ(saved.size(), 1u) << "only the CPU's peaks";
+  for (const std::string& key : saved) EXPECT_EQ(key.rfind("cpu ", 0), 0u) << key;
+}
+
+TEST_F(Doctor, UnknownBackendIsOneErrorLine) {
+  test::expect_user_error(doctor({"--backend", "tpu"}), {"unknown backend 'tpu'"});
+}
+
+}  // namespace
+}  // namespace tt
