@@ -1,6 +1,7 @@
 // The tinytrain command line: `train` (the seed workload by default), `plan`, `verify` and
 // `prepare` (text files to token shards, data/prepare.h), `sample` (text from a checkpoint,
-// engine/sampler.h).
+// engine/sampler.h), `profile` (every op of a few steps timed, engine/profile_run.h), `ops`
+// (every backend op checked against the CPU backend or timed, engine/ops_command.h).
 // Every user error ends as one line on stderr and exit code 1 (2 for bad flags).
 #include <CLI/CLI.hpp>
 #include <climits>
@@ -17,6 +18,8 @@
 #include "engine/doctor.h"
 #include "engine/memory_plan.h"
 #include "engine/mfu.h"
+#include "engine/ops_command.h"
+#include "engine/profile_run.h"
 #include "engine/rank_agreement.h"
 #include "engine/sampler.h"
 #include "engine/train_loop.h"
@@ -275,6 +278,16 @@ int main(int argc, char** argv) {
     cmd->add_option("--device-memory", device_memory,
                     "memory to plan for, e.g. 80GiB (default: the device's free memory; on the CPU MemAvailable)");
 
+  // `profile` (engine/profile_run.h): `train`'s model and run flags, a few steps, every op timed.
+  ProfileOptions profile;
+  CLI::App* profile_cmd = app.add_subcommand(
+      "profile", "time every op of a few training steps (same flags as train): per-op table, roofline, Chrome trace");
+  add_train_flags(profile_cmd, train, activation, pos_embedding, seed);
+  add_common(profile_cmd);
+  profile_cmd->get_option("--steps")->description("steps to run; the first is a warm-up, not counted")->default_str("3");
+  profile_cmd->add_option("--trace", profile.trace_path,
+                          "write a Chrome trace of the counted steps to FILE.json (ui.perfetto.dev, chrome://tracing)");
+
   std::string reference;
   CLI::App* verify_cmd = app.add_subcommand("verify", "replay a PyTorch reference and compare, one row per tensor");
   verify_cmd->add_option("reference", reference, "reference .safetensors written by tools/make_reference.py")
@@ -321,6 +334,17 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   add_int_option(doctor_cmd, "--threads", threads, "CPU threads for the CPU probes and backend (0: all cores)", 0, 65536);
 
+  // `ops` (engine/ops_command.h): every backend op against the CPU backend (check), or timed (perf).
+  OpsOptions ops;
+  CLI::App* ops_cmd = app.add_subcommand(
+      "ops", "check every backend op against the CPU backend (exit 1: one is beyond tolerance), or time each one");
+  ops_cmd->add_option("mode", ops.mode, "check | perf")->required()->check(CLI::IsMember({"check", "perf"}));
+  ops_cmd->add_option("--op", ops.op, "only this op, or the ops whose names contain it (e.g. linear)");
+  ops_cmd->add_option("--backend", backend_choice, "auto | cpu | cuda | cuda-emu")->capture_default_str();
+  ops_cmd->add_option("--dtype", ops.dtype, "only this storage dtype: fp32 | bf16 | fp16 (default: all three)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+  add_int_option(ops_cmd, "--threads", threads, "CPU threads for the CPU backend (0: all cores)", 0, 65536);
+
   // CLI11 would call an unknown command "no subcommand"; name it instead.
   std::string names;  // every command, for that message
   bool known = false;
@@ -350,6 +374,10 @@ int main(int argc, char** argv) {
       return 0;
     }
     set_cpu_threads(threads);
+    if (*ops_cmd) {
+      ops.backend_choice = backend_choice;
+      return run_ops(ops, std::cout);
+    }
     if (*doctor_cmd) return run_doctor(doctor, std::cout);
     if (*sample_cmd) {
       sample.seed = parse_integer(sample_seed, 0, INT64_MAX, "invalid option: --seed");
@@ -362,7 +390,8 @@ int main(int argc, char** argv) {
     gpu.cudnn_attention = attention == "cudnn";
     train.cuda_graph = cuda_graph == "on";
     const Precision chosen_precision = parse_precision(precision);
-    if (*train_cmd || *plan_cmd) {
+    if (*train_cmd || *plan_cmd || *profile_cmd) {
+      if (*profile_cmd && profile_cmd->get_option("--steps")->count() == 0) train.run.steps = 3;
       train.run.seed = parse_integer(seed, 0, INT64_MAX, "invalid config: --seed");
       // --data: the vocabulary is the tokenizer's unless given.
       if (*train_cmd && !train.data.dir.empty() && train_cmd->get_option("--vocab-size")->count() == 0)
@@ -389,6 +418,8 @@ int main(int argc, char** argv) {
       // its rows of the batch, the GPU its LOCAL_RANK names, and only rank 0 prints.
       const Launch launch = detect_launch();
       train.ranks = *plan_cmd && plan_ranks > 0 ? plan_ranks : launch.world_size;
+      if (*profile_cmd && train.ranks > 1)
+        throw InputError("profile runs in one process: start it without mpirun or torchrun's variables");
       check_world_size(train.run.batch, train.ranks);
       check_grad_accum(train.run.batch / train.ranks, train.grad_accum);
       const Placement where =
@@ -397,6 +428,16 @@ int main(int argc, char** argv) {
       // The plan is checked before the backend exists, against the memory free right now.
       if (plan_training(train, where.kind).device_bytes() > where.available)
         throw InputError(out_of_memory_message(train, where.kind, where.available, ""));
+      if (*profile_cmd) {
+        profile.train = train;
+        profile.backend_choice = backend_choice;
+        profile.tf32 = gpu.tf32;
+        check_profile_options(profile);
+        auto backend = select_backend(backend_choice, gpu, std::cout);
+        note_attention_without_cuda(*backend, attention, std::cout);
+        run_profile(*backend, profile, std::cout);
+        return 0;
+      }
       std::ostream null_out(nullptr);
       std::ostream& out = launch.rank == 0 ? std::cout : null_out;
       gpu.device = launch.local_rank;

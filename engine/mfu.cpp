@@ -18,17 +18,26 @@ std::string gemm_precision(const std::string& backend_name, Precision storage, b
   return tf32 ? "tf32" : "fp32";
 }
 
+std::string peaks_device_key(const std::string& backend_choice, const std::string& backend_name, int local_rank,
+                             std::string* why_none) {
+  if (backend_choice == "cuda-emu") {
+    *why_none = "the emulated GPU (cuda-emu) has no hardware peaks";
+    return "";
+  }
+  if (backend_name == "cpu") return cpu_device_key(cpu_threads_in_use());
+  const CudaDeviceInfo info = query_cuda_device(local_rank);
+  if (!info.usable) {
+    *why_none = info.reason;
+    return "";
+  }
+  return cuda_device_key(info.name, info.major, info.minor);
+}
+
 MfuReference mfu_reference(const std::string& backend_choice, const std::string& backend_name, Precision storage,
                            bool tf32, int local_rank) {
-  if (backend_choice == "cuda-emu") return {0, "no MFU: the emulated GPU has no hardware peak"};
-  std::string device;
-  if (backend_name == "cpu") {
-    device = cpu_device_key(cpu_threads_in_use());
-  } else {
-    const CudaDeviceInfo info = query_cuda_device(local_rank);
-    if (!info.usable) return {0, "no MFU: " + info.reason};
-    device = cuda_device_key(info.name, info.major, info.minor);
-  }
+  std::string why_none;
+  const std::string device = peaks_device_key(backend_choice, backend_name, local_rank, &why_none);
+  if (device.empty()) return {0, "no MFU: " + why_none};
   const std::string precision = gemm_precision(backend_name, storage, tf32);
   const std::optional<Peaks> peaks = load_peaks(device);
   const double peak = peaks ? peak_tflops(*peaks, precision) : 0.0;

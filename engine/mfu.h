@@ -18,6 +18,12 @@ struct MfuReference {
 // fp32 (cblas_sgemm); CUDA's fp32 GEMMs run as tf32 with --tf32.
 std::string gemm_precision(const std::string& backend_name, Precision storage, bool tf32);
 
+// The key the peaks of the device a backend runs on are saved under (engine/peaks.h): the CPU
+// at the threads in use, or the CUDA device of local_rank. "" for the emulated GPU
+// (backend_choice cuda-emu) and a GPU that is not usable, with *why_none saying so.
+std::string peaks_device_key(const std::string& backend_choice, const std::string& backend_name, int local_rank,
+                             std::string* why_none);
+
 // The peak for the backend `train` runs on: backend_choice as given (cuda-emu runs CUDA code on
 // the CPU: no hardware peak applies), backend_name the backend's own name, the CUDA device
 // a rank uses (local_rank) and, on the CPU, the threads in use.

@@ -144,9 +144,15 @@ Tensor Model::layer_input(int l) const { return l == 0 ? embedded_ : layer_outpu
 
 Tensor Model::head_input() const { return config_.norm_first ? final_norm_ : layer_output(config_.n_layer - 1); }
 
+// Named scopes (Backend::range_push): "forward" around the whole pass, "layer l" around each
+// layer, so a profile (engine/profiler.h) shows where the time of a pass goes.
 void Model::forward(Tensor tokens, const DropoutContext& ctx) {
+  const BackendRange scope(backend_, "forward");
   backend_.embedding_forward(embedded_, tokens, p_.embed, p_.pos_embed);
-  for (int l = 0; l < config_.n_layer; ++l) layer_forward(l, ctx);
+  for (int l = 0; l < config_.n_layer; ++l) {
+    const BackendRange layer(backend_, "layer " + std::to_string(l));
+    layer_forward(l, ctx);
+  }
   if (config_.norm_first) {
     const Tensor last = layer_output(config_.n_layer - 1);
     backend_.layernorm_forward(final_norm_, final_mean_, final_rstd_, last, p_.norm_weight, p_.norm_bias,
@@ -206,7 +212,11 @@ void Model::backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_
     if (grads_ready) grads_ready(layout_.find(first_param).offset);
   };
   // logits -> dlogits in place; losses per token for the log
-  backend_.cross_entropy_forward_backward(losses, logits_, logits_, targets, dloss_scale, mean_over);
+  {
+    const BackendRange scope(backend_, "loss");
+    backend_.cross_entropy_forward_backward(losses, logits_, logits_, targets, dloss_scale, mean_over);
+  }
+  const BackendRange scope(backend_, "backward");  // with a "layer l" scope per layer, as forward
   Tensor d = d_residual_;  // (N,C) the gradient flowing down the residual stream
   backend_.linear_backward(d, g_.lm_head_weight, g_.lm_head_bias, logits_, head_input(), p_.lm_head_weight);
   if (config_.norm_first) {
@@ -215,7 +225,10 @@ void Model::backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_
   }
   ready_from(config_.norm_first ? "encoder.norm.weight" : "lm_head.weight");
   for (int l = config_.n_layer - 1; l >= 0; --l) {
-    layer_backward(l, d, ctx);
+    {
+      const BackendRange layer(backend_, "layer " + std::to_string(l));
+      layer_backward(l, d, ctx);
+    }
     ready_from(("encoder.layers." + std::to_string(l) + ".self_attn.in_proj_weight").c_str());
   }
   backend_.embedding_backward(g_.embed, g_.pos_embed, d, tokens);
@@ -226,8 +239,11 @@ void Model::backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_
 void Model::layer_backward(int l, Tensor d, const DropoutContext& ctx) {
   // Recompute what forward did not keep: the same ops on the same inputs with the same
   // dropout masks, so the values (and the gradients below) are bit-identical to keeping them.
-  if (recompute_ == Recompute::Layer) layer_forward(l, ctx);
-  if (recompute_ == Recompute::Ffn) ffn_hidden_forward(l, ctx);
+  if (recompute_ != Recompute::None) {
+    const BackendRange scope(backend_, "recompute");
+    if (recompute_ == Recompute::Layer) layer_forward(l, ctx);
+    if (recompute_ == Recompute::Ffn) ffn_hidden_forward(l, ctx);
+  }
   const LayerParams& w = p_.layers[l];
   const LayerParams& g = g_.layers[l];
   const LayerActs& a = layers_[l];

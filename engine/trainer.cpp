@@ -260,6 +260,7 @@ void Trainer::zero_optimizer_step() {
 }
 
 void Trainer::optimizer_step() {
+  const BackendRange scope(backend_, "optimizer");  // a named scope for profiles (Backend::range_push)
   if (grad_shard_) {
     zero_optimizer_step();
     return;

@@ -15,9 +15,11 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <stdexcept>
 #include <string>
 
+#include "kernels/stream_clock.h"
 #include "kernels/tensor.h"
 #include "kernels/common/adamw_update.h"
 #include "kernels/common/loss_scaler.h"
@@ -67,6 +69,19 @@ class Backend {
   virtual void begin_capture() {}
   virtual void end_capture() {}
   virtual void replay_graph() {}
+
+  // ---- observability: named scopes and op timing (`tinytrain profile`, engine/profiler.h) ----
+  // range_push/range_pop bracket a named part of the step ("forward", "layer 0", "optimizer"),
+  // nesting like a stack; the engine calls them around its phases, never inside an op. They
+  // change nothing that is computed: a profiler records them, the CUDA backend passes them to
+  // NVTX (Nsight Systems shows them), other backends ignore them. BackendRange below pairs them
+  // and calls range_pop from its destructor, so range_pop must not throw.
+  virtual void range_push(const char* /*name*/) {}
+  virtual void range_pop() {}
+  // A clock on this backend's timeline (kernels/stream_clock.h). The default reads the host
+  // clock, which is right for a backend whose ops have finished when their call returns;
+  // asynchronous backends return one that records on their stream.
+  virtual std::unique_ptr<StreamClock> make_stream_clock() { return std::make_unique<HostClock>(); }
 
   // ---- embedding ----
   // tokens (B,T) int32, wte (V,C), wpe (maxT,C) or null data -> out (B,T,C)
@@ -173,6 +188,19 @@ class Backend {
   // After the optimizer: loss_scaler_update (kernels/common/loss_scaler.h) on s, with the
   // training step read from `step` (1) int32.
   virtual void loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) = 0;
+};
+
+// A named scope of the step for as long as it lives: range_push now, range_pop at the end
+// of the enclosing block (also when an exception leaves it).
+class BackendRange {
+ public:
+  BackendRange(Backend& backend, const std::string& name) : backend_(backend) { backend_.range_push(name.c_str()); }
+  ~BackendRange() { backend_.range_pop(); }
+  BackendRange(const BackendRange&) = delete;
+  BackendRange& operator=(const BackendRange&) = delete;
+
+ private:
+  Backend& backend_;
 };
 
 // The views of kv_cache_append and attention_decode against each other, checked by every

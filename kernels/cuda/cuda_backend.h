@@ -36,6 +36,10 @@ class CudaBackend final : public Backend {
   void begin_capture() override;
   void end_capture() override;
   void replay_graph() override;
+  // NVTX ranges, and a clock of CUDA events on the stream (stream_clock.cu)
+  void range_push(const char* name) override;
+  void range_pop() override;
+  std::unique_ptr<StreamClock> make_stream_clock() override;
 
   void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) override;
   void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) override;
