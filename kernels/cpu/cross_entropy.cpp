@@ -21,19 +21,21 @@ void CpuBackend::cross_entropy_forward_backward(Tensor losses, Tensor dlogits, T
   for (int n = 0; n < N; ++n) {
     const float* zr = z + static_cast<int64_t>(n) * V;
     float max_logit = -INFINITY;
-    for (int v = 0; v < V; ++v) max_logit = std::fmax(max_logit, zr[v]);
-    float sum = 0.0f;
-    for (int v = 0; v < V; ++v) sum += std::exp(zr[v] - max_logit);
-    const float log_sum = std::log(sum);
+    for (int v = 0; v < V; ++v) max_logit = zr[v] > max_logit ? zr[v] : max_logit;  // (NaNs skipped, as fmax)
     const int target = y[n];
-    loss[n] = log_sum + max_logit - zr[target];
-    if (dz) {
-      float* dr = dz + static_cast<int64_t>(n) * V;
+    const float target_logit = zr[target];  // (read first: dlogits may alias the logits)
+    float* dr = dz ? dz + static_cast<int64_t>(n) * V : nullptr;
+    // exp(z - max) once per logit: kept in the gradient row when there is one, for its pass.
+    float sum = 0.0f;
+    for (int v = 0; v < V; ++v) {
+      const float e = std::exp(zr[v] - max_logit);
+      if (dr) dr[v] = e;
+      sum += e;
+    }
+    loss[n] = std::log(sum) + max_logit - target_logit;
+    if (dr) {
       const float inv_sum = 1.0f / sum;
-      for (int v = 0; v < V; ++v) {
-        const float prob = std::exp(zr[v] - max_logit) * inv_sum;
-        dr[v] = (prob - (v == target ? 1.0f : 0.0f)) * grad_scale;
-      }
+      for (int v = 0; v < V; ++v) dr[v] = (dr[v] * inv_sum - (v == target ? 1.0f : 0.0f)) * grad_scale;
     }
   }
 }
