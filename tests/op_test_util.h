@@ -16,6 +16,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/op_tolerance.h"
 #include "kernels/tensor.h"
 #include "kernels/backend.h"
 #include "kernels/common/philox.h"
@@ -24,7 +25,7 @@ namespace tt::test {
 
 // fp32 machine epsilon, 2^-23 (one rounding is at most half of it, relative). Every tolerance
 // in these tests is a multiple of it, sized by the length of the longest fp32 reduction.
-constexpr double kEps32 = 1.1920928955078125e-7;
+using ::tt::kEps32;  // engine/op_tolerance.h
 
 // ---- tensor views over host vectors ----
 inline Tensor f32_view(std::vector<float>& v, Shape shape) {

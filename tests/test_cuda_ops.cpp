@@ -58,6 +58,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/op_tolerance.h"
 #include "kernels/backend.h"
 #include "kernels/device_query.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -76,19 +77,8 @@ TEST(CudaOps, SkippedBecauseTheBuildHasNoCudaBackend) {
 
 #else
 
-using test::kEps32;
-
-// Tolerance of an output fed by fp32 reductions of at most K terms (see the file comment).
-double reduction_tol(double K) { return kEps32 * std::max(K, 16.0); }
-constexpr double kElementwiseTol = 1e-6;
-
-// Unit roundoff of a storage type: half the distance from 1 to the next value (0 for fp32,
-// whose rounding the fp32 tolerances already hold).
-double unit_roundoff(DType dtype) {
-  return dtype == DType::BF16 ? test::kBf16.u : dtype == DType::F16 ? test::kFp16.u : 0.0;
-}
-// What storing in `dtype` adds to a comparison of two backends: neighbouring values, 2u apart.
-double storage_tol(DType dtype) { return 2.0 * unit_roundoff(dtype); }
+// The tolerances of the file comment (reduction_tol, kElementwiseTol, storage_tol) live in
+// engine/op_tolerance.h, shared with `tinytrain ops check`.
 
 // The values a tensor of `dtype` holds for `values`: each rounded to the type (exact for F32).
 std::vector<float> round_to(DType dtype, std::vector<float> values) {

@@ -1,0 +1,326 @@
+// `tinytrain ops check|perf` (engine/ops_command.h) and the harness under it
+// (engine/op_harness.h): the comparison reports FAIL beyond tolerance (a perturbed output, the
+// only way to see a check fail without a broken kernel); check passes on the CUDA backend's
+// kernels (on the SIMT emulator without a GPU); perf's speeds and roofline percentages are the
+// op's FLOPs and bytes over its time and over the bound from the peaks a test saves; bad input
+// is one line.
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <map>
+#include <memory>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "engine/op_harness.h"
+#include "engine/op_tolerance.h"
+#include "engine/peaks.h"
+#include "kernels/cpu/cpu_backend.h"
+#include "tests/cli_test_util.h"
+
+namespace tt::test {
+namespace {
+
+const std::string kBin = TINYTRAIN_BIN;
+
+CliResult run_tinytrain(const std::vector<std::string>& args, const ScratchDir& dir) {
+  std::vector<std::string> argv = {kBin};
+  argv.insert(argv.end(), args.begin(), args.end());
+  return run_command(argv, dir.path(), 120.0);
+}
+
+// ---- the comparison ----
+
+TEST(OpsCompare, EqualTensorsPass) {
+  const std::vector<double> want = {1.0, -2.0, 0.5};
+  const TensorCheck r = compare_tensor("out", want, want, 1e-6);
+  EXPECT_TRUE(r.ok);
+  EXPECT_EQ(r.max_abs, 0.0);
+  EXPECT_EQ(r.max_rel, 0.0);
+}
+
+// The error is measured on the result's scale, max |want| (here 4): an error of 3 tol x 4 at
+// any element fails, one of tol / 2 x 4 passes.
+TEST(OpsCompare, PerturbedBeyondToleranceFails) {
+  const double tol = 1e-5;
+  const std::vector<double> want = {1.0, -4.0, 0.25, 2.0};
+  for (size_t i = 0; i < want.size(); ++i) {
+    std::vector<double> got = want;
+    got[i] += 3 * tol * 4.0;
+    const TensorCheck bad = compare_tensor("out", got, want, tol);
+    EXPECT_FALSE(bad.ok) << "element " << i;
+    EXPECT_NEAR(bad.max_abs, 3 * tol * 4.0, 1e-12);
+    EXPECT_NEAR(bad.max_rel, 3 * tol, 1e-12);
+    got[i] = want[i] + 0.5 * tol * 4.0;
+    EXPECT_TRUE(compare_tensor("out", got, want, tol).ok) << "element " << i;
+  }
+}
+
+TEST(OpsCompare, NanIsAnInfiniteError) {
+  const std::vector<double> want = {1.0, 2.0};
+  const TensorCheck r = compare_tensor("out", {1.0, std::nan("")}, want, 1e9);
+  EXPECT_FALSE(r.ok);
+  EXPECT_TRUE(std::isinf(r.max_abs));
+  // a NaN the reference wrote is no pass either
+  EXPECT_FALSE(compare_tensor("out", want, {1.0, std::nan("")}, 1e9).ok);
+}
+
+TEST(OpsCompare, ExactMeansTheSameBits) {
+  const std::vector<double> want = {1.0, 0.0};
+  EXPECT_TRUE(compare_tensor("dst", want, want, 0.0).ok);
+  EXPECT_FALSE(compare_tensor("dst", {std::nextafter(1.0, 2.0), 0.0}, want, 0.0).ok);
+  EXPECT_FALSE(compare_tensor("dst", {1.0, -0.0}, want, 0.0).ok) << "-0 is not the bits of +0";
+}
+
+// The whole path of a check, on a real case: the CPU backend against another CPU backend
+// passes; the same with the output of the op under test perturbed at its largest element, by
+// more than the tolerance on the result's scale, fails naming that output.
+TEST(OpsCheck, APerturbedOpFailsItsCase) {
+  const std::unique_ptr<Backend> reference = make_cpu_backend(), tested = make_cpu_backend();
+  std::vector<OpCaseSpec> specs = op_cases(DType::F32);
+  const auto spec = std::find_if(specs.begin(), specs.end(), [](const OpCaseSpec& s) {
+    return s.op == "linear_forward" && s.shape == "N39 I52 O99 bias";
+  });
+  ASSERT_NE(spec, specs.end());
+  const OpCase good = prepared(spec->make(), *reference);
+  const TensorCheck pass = check_case(good, *tested, *reference);
+  EXPECT_TRUE(pass.ok);
+  EXPECT_EQ(pass.tensor, "out");
+  ASSERT_GT(pass.tol, 0.0);
+
+  const size_t out = good.tensors.size() - 1;  // the case's last tensor
+  ASSERT_EQ(good.tensors[out].name, "out");
+  for (const double factor : {3.0, 0.5}) {  // times the tolerance
+    OpCase perturbed = good;
+    const Backend* target = tested.get();
+    const double tol = pass.tol;
+    perturbed.run = [run = good.run, target, out, factor, tol](Backend& be, const CaseViews& v) {
+      run(be, v);
+      if (&be != target) return;
+      std::vector<float> values(v[out].numel());
+      be.copy_to_host(values.data(), v[out].data, v[out].bytes());
+      float& largest = *std::max_element(values.begin(), values.end(),
+                                         [](float a, float b) { return std::fabs(a) < std::fabs(b); });
+      largest *= static_cast<float>(1.0 + factor * tol);
+      be.copy_to_device(v[out].data, values.data(), v[out].bytes());
+    };
+    const TensorCheck r = check_case(perturbed, *tested, *reference);
+    EXPECT_EQ(r.ok, factor < 1.0) << "perturbed by " << factor << " x tol: max_rel " << r.max_rel;
+    EXPECT_EQ(r.tensor, "out");
+    EXPECT_NEAR(r.max_rel, factor * tol, kEps32);  // the perturbed value is rounded to fp32
+  }
+}
+
+// ---- the command: check ----
+
+// The check lines of a run: op -> (status, dtype) per line.
+struct CheckLine {
+  std::string status, op, dtype;
+};
+std::vector<CheckLine> check_lines(const CliResult& r) {
+  std::vector<CheckLine> lines;
+  for (const std::string& line : r.out_lines()) {
+    std::istringstream in(line);
+    CheckLine l;
+    if (!(in >> l.status) || (l.status != "ok" && l.status != "FAIL")) continue;
+    std::string word;
+    in >> l.op;
+    while (in >> word)
+      if (word == "fp32" || word == "bf16" || word == "fp16") l.dtype = word;
+    lines.push_back(l);
+  }
+  return lines;
+}
+
+// The CUDA backend's kernels against the CPU backend: on the SIMT emulator (no GPU here), each
+// selected op at both workloads in each dtype asked for, every line ok.
+TEST(OpsCommand, CheckPassesOnTheEmulatedCudaBackend) {
+#ifndef TINYTRAIN_HAVE_SIMT
+  GTEST_SKIP() << "this build has no SIMT emulator (--backend cuda-emu)";
+#endif
+  ScratchDir dir;
+  struct Run {
+    std::vector<std::string> flags;
+    std::vector<std::string> ops;
+    std::vector<std::string> dtypes;
+    size_t cases;  // ops x workloads (2) x variants x dtypes
+  };
+  for (const Run& run : {Run{{"--op", "linear"}, {"linear_forward", "linear_backward"}, {"fp32", "bf16", "fp16"}, 12},
+                         Run{{"--op", "attention", "--dtype", "fp32"},
+                             {"attention_forward", "attention_backward"}, {"fp32"}, 8},  // causal and full
+                         Run{{"--op", "layernorm_backward", "--dtype", "bf16"}, {"layernorm_backward"}, {"bf16"}, 2},
+                         Run{{"--op", "adamw_step"}, {"adamw_step"}, {"fp32"}, 2}}) {
+    std::vector<std::string> args = {"ops", "check", "--backend", "cuda-emu"};
+    args.insert(args.end(), run.flags.begin(), run.flags.end());
+    const CliResult r = run_tinytrain(args, dir);
+    SCOPED_TRACE(r.describe());
+    EXPECT_EQ(r.exit_code, 0);
+    const std::vector<CheckLine> lines = check_lines(r);
+    EXPECT_EQ(lines.size(), run.cases);
+    for (const CheckLine& l : lines) {
+      EXPECT_EQ(l.status, "ok") << l.op << " " << l.dtype;
+      EXPECT_NE(std::find(run.ops.begin(), run.ops.end(), l.op), run.ops.end()) << l.op;
+      EXPECT_NE(std::find(run.dtypes.begin(), run.dtypes.end(), l.dtype), run.dtypes.end()) << l.dtype;
+    }
+    EXPECT_TRUE(contains(r.out, "all " + std::to_string(run.cases) + " cases within tolerance"));
+  }
+}
+
+TEST(OpsCommand, CheckOnTheCpuBackendSaysItIsTheReference) {
+  ScratchDir dir;
+  const CliResult r = run_tinytrain({"ops", "check", "--backend", "cpu", "--op", "linear"}, dir);
+  EXPECT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_EQ(r.out, "cpu is the reference backend: nothing to check against; use --backend cuda or cuda-emu\n");
+}
+
+// ---- the command: perf ----
+
+// One perf row: the columns after op, shape and dtype.
+struct PerfRow {
+  std::string shape, dtype;
+  double us = 0;
+  std::string gflops, gbps, intensity, roofline;
+};
+std::vector<PerfRow> perf_rows(const CliResult& r, const std::string& op) {
+  std::vector<PerfRow> rows;
+  for (const std::string& line : r.out_lines()) {
+    if (line.rfind(op + " ", 0) != 0) continue;
+    // the shape has spaces: read the last six columns from the end
+    std::istringstream in(line);
+    std::vector<std::string> words;
+    for (std::string w; in >> w;) words.push_back(w);
+    if (words.size() < 8) continue;
+    const size_t n = words.size();
+    PerfRow row;
+    for (size_t i = 1; i + 6 < n; ++i) row.shape += (row.shape.empty() ? "" : " ") + words[i];
+    row.dtype = words[n - 6];
+    row.us = std::stod(words[n - 5]);
+    row.gflops = words[n - 4];
+    row.gbps = words[n - 3];
+    row.intensity = words[n - 2];
+    row.roofline = words[n - 1];
+    rows.push_back(row);
+  }
+  return rows;
+}
+
+// FLOPs and bytes of the cases timed below, from their shapes (fp32: 4 bytes an element).
+struct Cost {
+  double flops, bytes;
+};
+const std::map<std::string, Cost> kCosts = {
+    // inp (N,I), weight (O,I), bias (O) read, out (N,O) written; 2 N I O
+    {"N1024 I128 O2048 bias", {2.0 * 1024 * 128 * 2048, 4.0 * (1024 * 128 + 2048 * 128 + 2048 + 1024 * 2048)}},
+    {"N39 I52 O99 bias", {2.0 * 39 * 52 * 99, 4.0 * (39 * 52 + 99 * 52 + 99 + 39 * 99)}},
+    // a, b read, out written
+    {"N1024 C128", {0.0, 4.0 * 3 * 1024 * 128}},
+    {"N39 C52", {0.0, 4.0 * 3 * 39 * 52}},
+};
+
+TEST(OpsCommand, PerfPrintsSpeedsAndSaysWhichPeakIsMissing) {
+  ScratchDir dir;
+  setenv("TINYTRAIN_CACHE_DIR", dir.file("cache").c_str(), 1);  // no peaks saved there
+  const CliResult r =
+      run_tinytrain({"ops", "perf", "--backend", "cpu", "--op", "linear_forward", "--dtype", "fp32", "--threads", "1"},
+                    dir);
+  unsetenv("TINYTRAIN_CACHE_DIR");
+  SCOPED_TRACE(r.describe());
+  ASSERT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.out, "roofline: blank: no measured peaks for '" + cpu_device_key(1) + "'"));
+  EXPECT_TRUE(contains(r.out, "run `tinytrain doctor`"));
+  const std::vector<PerfRow> rows = perf_rows(r, "linear_forward");
+  ASSERT_EQ(rows.size(), 2u);
+  for (const PerfRow& row : rows) {
+    EXPECT_GT(row.us, 0.0) << row.shape;
+    EXPECT_GT(std::stod(row.gflops), 0.0) << row.shape;
+    EXPECT_GT(std::stod(row.gbps), 0.0) << row.shape;
+    EXPECT_EQ(row.roofline, "-") << row.shape;
+  }
+}
+
+// With peaks saved where `tinytrain doctor` saves them, each row's roofline is the bound
+// max(FLOPs / peak FLOP/s, bytes / bandwidth) over its time, in percent: compute-bound for the
+// GEMM, memory-bound for the residual add. The peaks are made up (tiny, so both bounds exceed
+// the time): the column's arithmetic is what is tested.
+TEST(OpsCommand, PerfRooflineIsTheBoundFromTheSavedPeaks) {
+  ScratchDir dir;
+  setenv("TINYTRAIN_CACHE_DIR", dir.file("cache").c_str(), 1);
+  const double peak_tflops = 0.01, memory_gbps = 10.0;
+  save_peaks(Peaks{cpu_device_key(1), {{"fp32", peak_tflops}}, memory_gbps, "2026-12-01T00:00:00Z"});
+  for (const std::string op : {"linear_forward", "residual_forward"}) {
+    const CliResult r =
+        run_tinytrain({"ops", "perf", "--backend", "cpu", "--op", op, "--dtype", "fp32", "--threads", "1"}, dir);
+    SCOPED_TRACE(r.describe());
+    ASSERT_EQ(r.exit_code, 0);
+    EXPECT_TRUE(contains(r.out, "roofline: the peaks `tinytrain doctor` measured for '" + cpu_device_key(1) +
+                                    "' (2026-12-01T00:00:00Z): 0.010 TFLOP/s fp32, 10.0 GB/s"));
+    const std::vector<PerfRow> rows = perf_rows(r, op);
+    ASSERT_EQ(rows.size(), 2u);
+    for (const PerfRow& row : rows) {
+      ASSERT_EQ(kCosts.count(row.shape), 1u) << row.shape;
+      const Cost cost = kCosts.at(row.shape);
+      const double seconds = row.us * 1e-6;
+      const double compute_s = cost.flops / (peak_tflops * 1e12), memory_s = cost.bytes / (memory_gbps * 1e9);
+      EXPECT_EQ(compute_s > memory_s, op == "linear_forward") << row.shape;
+      const double expected = 100 * std::max(compute_s, memory_s) / seconds;
+      ASSERT_EQ(row.roofline.back(), '%') << row.roofline;
+      // the time is printed to 0.05 us, the percentage to 0.05 points
+      const double slack = expected * 0.05 / row.us + 0.05;
+      EXPECT_NEAR(std::stod(row.roofline), expected, slack + 1e-3 * expected) << row.shape;
+      const double gbps = cost.bytes / seconds / 1e9, gflops = cost.flops / seconds / 1e9;
+      EXPECT_NEAR(std::stod(row.gbps), gbps, 0.005 + gbps * 0.05 / row.us) << row.shape;
+      if (cost.flops > 0) {
+        EXPECT_NEAR(std::stod(row.gflops), gflops, 0.05 + gflops * 0.05 / row.us) << row.shape;
+        EXPECT_NEAR(std::stod(row.intensity), cost.flops / cost.bytes, 0.05) << row.shape;
+      } else {
+        EXPECT_EQ(row.gflops, "-");
+        EXPECT_EQ(row.intensity, "-");
+      }
+    }
+  }
+  unsetenv("TINYTRAIN_CACHE_DIR");
+}
+
+TEST(OpsCommand, PerfOnTheEmulatorSaysItsTimesMeanNothing) {
+#ifndef TINYTRAIN_HAVE_SIMT
+  GTEST_SKIP() << "this build has no SIMT emulator (--backend cuda-emu)";
+#endif
+  ScratchDir dir;
+  const CliResult r =
+      run_tinytrain({"ops", "perf", "--backend", "cuda-emu", "--op", "residual_forward", "--dtype", "fp32"}, dir);
+  SCOPED_TRACE(r.describe());
+  EXPECT_EQ(r.exit_code, 0);
+  EXPECT_TRUE(contains(r.out, "say nothing about a GPU's speed"));
+  EXPECT_TRUE(contains(r.out, "roofline: blank: the emulated GPU (cuda-emu) has no hardware peaks"));
+  EXPECT_EQ(perf_rows(r, "residual_forward").size(), 2u);
+}
+
+// ---- bad input: one line ----
+
+TEST(OpsCommand, AnUnknownOpIsOneLineListingTheOps) {
+  ScratchDir dir;
+  const CliResult r = run_tinytrain({"ops", "check", "--backend", "cpu", "--op", "matmul"}, dir);
+  if (expect_user_error(r, {"--op matmul", "linear_forward", "adamw_step"})) {
+    EXPECT_EQ(r.exit_code, 1);
+  }
+  EXPECT_TRUE(r.out.empty()) << "nothing runs: " << r.out;
+}
+
+TEST(OpsCommand, BadFlagsAreOneLineErrors) {
+  ScratchDir dir;
+  expect_user_error(run_tinytrain({"ops", "check", "--dtype", "fp8"}, dir), {"fp8"});
+  expect_user_error(run_tinytrain({"ops", "verify"}, dir), {"verify"});
+  expect_user_error(run_tinytrain({"ops"}, dir), {"mode"});
+  expect_user_error(run_tinytrain({"ops", "perf", "--bogus"}, dir), {"--bogus"});
+  expect_user_error(run_tinytrain({"ops", "perf", "--threads", "-1"}, dir), {"--threads"});
+  expect_user_error(run_tinytrain({"ops", "check", "--backend", "tpu"}, dir), {"tpu"});
+  // the optimizer's ops have fp32 cases only
+  expect_user_error(run_tinytrain({"ops", "check", "--backend", "cpu", "--op", "adamw", "--dtype", "bf16"}, dir),
+                    {"adamw", "--dtype fp32"});
+}
+
+}  // namespace
+}  // namespace tt::test
