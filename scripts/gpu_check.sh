@@ -34,6 +34,9 @@
 #       tests/nccl/train_ranks.sh, also ctest's nccl.train_ranks.np2, left out of (c)): the
 #       losses of 10 steps against one process with buckets, one all-reduce and ZeRO-1 (within
 #       1e-4), then the seed workload's ms/step on 2 ranks with and without overlap and ZeRO-1
+#   (h) tinytrain doctor --backend cuda (and --json to OUT_DIR/doctor.json; peaks saved under
+#       OUT_DIR/cache), profile of the seed workload fp32 (trace OUT_DIR/profile_seed.json) and
+#       bf16, ops check on the GPU against the CPU backend and ops perf bf16
 # Exit status 0 only when every step passed and no CUDA test was skipped.
 #
 # Testing without a GPU: every step is recorded as failed or skipped, the JSON is still
@@ -298,6 +301,24 @@ s_train_ranks() {
 }
 export -f s_train_ranks
 step train_ranks 200 s_train_ranks
+
+# ---- (h) doctor, profile and ops on the GPU (docs/doctor.md, docs/profiling.md, docs/ops.md) ----
+s_doctor() {  # the chain and the measured peaks (saved under $out/cache for MFU and the roofline)
+  TINYTRAIN_CACHE_DIR="$out/cache" "$BUILD/tinytrain" doctor --backend cuda &&
+    TINYTRAIN_CACHE_DIR="$out/cache" "$BUILD/tinytrain" doctor --backend cuda --json > "$out/doctor.json"
+}
+s_profile() {  # the seed workload's per-op table against those peaks, and its Chrome trace
+  TINYTRAIN_CACHE_DIR="$out/cache" "$BUILD/tinytrain" profile --backend cuda --steps 5 --trace "$out/profile_seed.json" &&
+    TINYTRAIN_CACHE_DIR="$out/cache" "$BUILD/tinytrain" profile --backend cuda --precision bf16 --steps 5
+}
+s_ops() {  # every op against the CPU backend in every precision, then timed
+  TINYTRAIN_CACHE_DIR="$out/cache" "$BUILD/tinytrain" ops check --backend cuda &&
+    TINYTRAIN_CACHE_DIR="$out/cache" "$BUILD/tinytrain" ops perf --backend cuda --dtype bf16
+}
+export -f s_doctor s_profile s_ops
+step doctor 90 s_doctor
+step profile 60 s_profile
+step ops 90 s_ops
 
 # ---- (d) verify on the GPU ------------------------------------------------------------------
 s_verify() {  # s_verify REFERENCE [FLAGS...]
