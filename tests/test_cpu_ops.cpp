@@ -19,7 +19,6 @@
 
 #include "kernels/common/philox.h"
 #include "kernels/cpu/cpu_backend.h"
-#include "kernels/cpu/vector_exp.h"
 #include "tests/op_test_util.h"
 
 namespace tt {
@@ -179,42 +178,6 @@ class CpuOps : public ::testing::Test {
 
 // tokens (2,5) over V=6 (ids repeat), wte (6,7), wpe (8,7) with maxT=8 > T
 constexpr int kEmbB = 2, kEmbT = 5, kEmbC = 7, kEmbV = 6, kEmbMaxT = 8;
-
-// The softmaxes' vector exp (kernels/cpu/vector_exp.h) against exp in double: within 1 ulp of
-// the exact value (an ulp of the result's own binade) over the whole range a softmax feeds it,
-// every 1e-4 from -87 to 0 and a million random points in [-20, 20]; and its edges: 0 below
-// the normal range and for -inf, inf above 88.37, NaN kept, lengths that are not a multiple of 8.
-TEST(VectorExp, WithinOneUlpAndItsEdges) {
-  std::vector<float> x;
-  for (int i = 0; i <= 870000; ++i) x.push_back(-87.0f + 1e-4f * static_cast<float>(i));
-  std::mt19937 gen(1);
-  std::uniform_real_distribution<float> uniform(-20.0f, 20.0f);
-  for (int i = 0; i < 1000000; ++i) x.push_back(uniform(gen));
-  x.push_back(0.5f);  // (an odd length: the tail path)
-  std::vector<float> y(x.size());
-  exp_shifted(x.data(), 0.0f, static_cast<int64_t>(x.size()), y.data());
-  double worst_ulps = 0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    const double exact = std::exp(static_cast<double>(x[i]));
-    if (exact < std::numeric_limits<float>::min()) continue;  // denormal results: 0 by design
-    const double ulp = std::ldexp(1.0, std::ilogb(exact) - 23);
-    worst_ulps = std::max(worst_ulps, std::fabs(y[i] - exact) / ulp);
-  }
-  EXPECT_LE(worst_ulps, 1.0);
-  const float inf = std::numeric_limits<float>::infinity();
-  std::vector<float> edges = {-inf, -100.0f, -87.5f, 0.0f, 88.0f, 100.0f, inf, std::nanf(""), 1.0f};
-  std::vector<float> out(edges.size());
-  exp_shifted(edges.data(), 1.0f, static_cast<int64_t>(edges.size()), out.data());  // exp(x - 1)
-  EXPECT_EQ(out[0], 0.0f);
-  EXPECT_EQ(out[1], 0.0f);
-  EXPECT_EQ(out[2], 0.0f);
-  EXPECT_NEAR(out[3], std::exp(-1.0), 1e-7);
-  EXPECT_NEAR(out[4] / std::exp(87.0), 1.0, 2.4e-7);
-  EXPECT_EQ(out[5], inf);
-  EXPECT_EQ(out[6], inf);
-  EXPECT_TRUE(std::isnan(out[7]));
-  EXPECT_EQ(out[8], 1.0f);
-}
 
 TEST_F(CpuOps, EmbeddingForwardWithAndWithoutPositional) {
   std::vector<int32_t> tokens = random_ints(kEmbB * kEmbT, 1, 0, kEmbV);

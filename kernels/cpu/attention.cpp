@@ -9,7 +9,6 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/storage.h"
 #include "kernels/cpu/dropout_mask.h"
-#include "kernels/cpu/vector_exp.h"
 
 namespace tt {
 
@@ -74,9 +73,11 @@ void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const A
         dots_with_transposed(q_scaled.data(), kT.data(), T, HS, visible, prow);  // scores (q scale) . k
         float max_score = -INFINITY;
         for (int t2 = 0; t2 < visible; ++t2) max_score = std::fmax(max_score, prow[t2]);
-        exp_shifted(prow, max_score, visible, prow);
         float sum = 0.0f;
-        for (int t2 = 0; t2 < visible; ++t2) sum += prow[t2];
+        for (int t2 = 0; t2 < visible; ++t2) {
+          prow[t2] = std::exp(prow[t2] - max_score);
+          sum += prow[t2];
+        }
         const float inv_sum = 1.0f / sum;
         for (int t2 = 0; t2 < visible; ++t2) prow[t2] *= inv_sum;
         for (int t2 = visible; t2 < T; ++t2) prow[t2] = 0.0f;
