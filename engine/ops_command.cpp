@@ -10,9 +10,7 @@
 
 #include "engine/backend_select.h"
 #include "engine/config.h"
-#include "engine/mfu.h"
 #include "engine/op_harness.h"
-#include "engine/peaks.h"
 #include "engine/profile_report.h"
 #include "kernels/cpu/cpu_backend.h"
 
@@ -101,35 +99,6 @@ constexpr int kWarmupCalls = 2;
 constexpr double kTargetSeconds = 0.2;
 constexpr int kMaxCalls = 1000;
 
-// The roofline's peaks for the cases of one precision, and what to say of them: which they
-// are, or which is missing.
-struct PeaksFor {
-  std::optional<RooflinePeaks> peaks;
-  std::string said;
-};
-
-PeaksFor roofline_peaks(const OpsOptions& o, const Backend& backend, Precision precision) {
-  std::string why_none;
-  const std::string device = peaks_device_key(o.backend_choice, backend.name(), 0, &why_none);
-  if (device.empty()) return {std::nullopt, "blank: " + why_none};
-  const std::optional<Peaks> saved = load_peaks(device);
-  if (!saved)
-    return {std::nullopt, "blank: no measured peaks for '" + device + "' in " + peaks_file() +
-                              " (run `tinytrain doctor` to measure them)"};
-  RooflinePeaks peaks;
-  peaks.precision = gemm_precision(backend.name(), precision, /*tf32=*/false);
-  peaks.tflops = peak_tflops(*saved, peaks.precision);
-  peaks.memory_gbps = saved->memory_gbps;
-  char line[320];
-  std::snprintf(line, sizeof line, "the peaks `tinytrain doctor` measured for '%s' (%s): %.3f TFLOP/s %s, %.1f GB/s",
-                device.c_str(), saved->measured.c_str(), peaks.tflops, peaks.precision.c_str(), peaks.memory_gbps);
-  std::string text = line;
-  if (peaks.tflops <= 0)
-    text += " (no " + peaks.precision + " GEMM peak: the rows with FLOPs stay blank; run `tinytrain doctor`)";
-  if (peaks.memory_gbps <= 0) text += " (no bandwidth peak: rows stay blank; run `tinytrain doctor`)";
-  return {peaks, text};
-}
-
 int run_perf(const OpsOptions& o, Backend& backend, std::ostream& out) {
   // Emulated kernels run as CPU fibers, thousands of times slower than a GPU and not in
   // proportion to it: one call each, enough to see that perf runs.
@@ -141,7 +110,7 @@ int run_perf(const OpsOptions& o, Backend& backend, std::ostream& out) {
   std::map<DType, std::optional<RooflinePeaks>> peaks;
   std::vector<std::pair<std::string, std::string>> said;  // what is said, and of which dtypes
   for (Precision precision : selected_precisions(o.dtype)) {
-    const PeaksFor p = roofline_peaks(o, backend, precision);
+    const RooflineLookup p = lookup_roofline_peaks(o.backend_choice, backend.name(), precision, /*tf32=*/false);
     peaks[activation_dtype(precision)] = p.peaks;
     auto same = std::find_if(said.begin(), said.end(), [&](const auto& s) { return s.first == p.said; });
     if (same == said.end())

@@ -5,7 +5,32 @@
 #include <cstdio>
 #include <map>
 
+#include "engine/mfu.h"
+#include "engine/peaks.h"
+
 namespace tt {
+
+RooflineLookup lookup_roofline_peaks(const std::string& backend_choice, const std::string& backend_name,
+                                     Precision storage, bool tf32) {
+  std::string why_none;
+  const std::string device = peaks_device_key(backend_choice, backend_name, /*local_rank=*/-1, &why_none);
+  if (device.empty()) return {std::nullopt, "blank: " + why_none};
+  const std::optional<Peaks> saved = load_peaks(device);
+  if (!saved)
+    return {std::nullopt, "blank: no measured peaks for '" + device + "' in " + peaks_file() +
+                              " (run `tinytrain doctor` to measure them)"};
+  RooflinePeaks peaks;
+  peaks.precision = gemm_precision(backend_name, storage, tf32);
+  peaks.tflops = peak_tflops(*saved, peaks.precision);
+  peaks.memory_gbps = saved->memory_gbps;
+  char line[512];
+  std::snprintf(line, sizeof line, "the peaks `tinytrain doctor` measured for '%s' (%s): %.3f TFLOP/s %s, %.1f GB/s%s",
+                device.c_str(), saved->measured.c_str(), peaks.tflops, peaks.precision.c_str(), peaks.memory_gbps,
+                peaks.tflops > 0 && peaks.memory_gbps > 0
+                    ? ""
+                    : " (a peak is missing: rows that need it stay blank; run `tinytrain doctor`)");
+  return {peaks, line};
+}
 
 ProfileSummary summarize(const std::vector<StepProfile>& steps) {
   ProfileSummary s;

@@ -10,43 +10,10 @@
 #include "engine/data.h"
 #include "engine/flops.h"
 #include "engine/init.h"
-#include "engine/mfu.h"
-#include "engine/peaks.h"
 #include "engine/profile_report.h"
 #include "engine/profiler.h"
 
 namespace tt {
-
-namespace {
-
-// The measured peaks of the device the profile runs on, and one line saying which they are or
-// why the roofline column stays blank.
-struct PeaksLookup {
-  std::optional<RooflinePeaks> peaks;
-  std::string line;
-};
-
-PeaksLookup roofline_peaks(const Backend& backend, const ProfileOptions& o) {
-  std::string why_none;
-  const std::string device = peaks_device_key(o.backend_choice, backend.name(), /*local_rank=*/-1, &why_none);
-  if (device.empty()) return {std::nullopt, "roofline: blank: " + why_none};
-  const std::optional<Peaks> saved = load_peaks(device);
-  if (!saved)
-    return {std::nullopt, "roofline: blank: no measured peaks for '" + device + "' in " + peaks_file() +
-                              " (run `tinytrain doctor` to measure them)"};
-  RooflinePeaks peaks;
-  peaks.precision = gemm_precision(backend.name(), o.train.precision, o.tf32);
-  peaks.tflops = peak_tflops(*saved, peaks.precision);
-  peaks.memory_gbps = saved->memory_gbps;
-  char line[512];
-  std::snprintf(line, sizeof line,
-                "roofline: against the peaks `tinytrain doctor` measured for '%s' (%s): %.3f TFLOP/s %s, %.1f GB/s%s",
-                device.c_str(), saved->measured.c_str(), peaks.tflops, peaks.precision.c_str(), peaks.memory_gbps,
-                peaks.tflops > 0 && peaks.memory_gbps > 0 ? "" : " (a peak is missing: rows that need it stay blank)");
-  return {peaks, line};
-}
-
-}  // namespace
 
 void check_profile_options(const ProfileOptions& o) {
   if (o.train.run.steps < 2)
@@ -83,7 +50,7 @@ void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
     steps.push_back(profiler.end_step());
   }
 
-  const PeaksLookup peaks = roofline_peaks(backend, o);
+  const RooflineLookup peaks = lookup_roofline_peaks(o.backend_choice, backend.name(), o.train.precision, o.tf32);
   const std::string where =
       backend.name() == "cpu" ? "cpu (" + std::to_string(cpu_threads_in_use()) + " threads)" : o.backend_choice;
   char line[512];
@@ -91,7 +58,7 @@ void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
                 "profile: %d steps on %s, %s, batch %d x seq %d; step 0 was a warm-up, not counted: per step, the mean "
                 "of steps 1-%d",
                 t.run.steps, where.c_str(), precision_name(t.precision), B, T, t.run.steps - 1);
-  out << line << '\n' << peaks.line << '\n';
+  out << line << '\n' << "roofline: " << (peaks.peaks ? "against " : "") << peaks.said << '\n';
   const ProfileSummary summary = summarize(steps);
   print_profile_table(summary, peaks.peaks, out);
   // The ops' matrix products against the model's count (engine/flops.h): they must agree.

@@ -21,6 +21,7 @@
 #include <fstream>
 #include <initializer_list>
 #include <sstream>
+#include <regex>
 #include <string>
 #include <thread>
 #include <vector>
@@ -140,6 +141,13 @@ inline CliResult run_command(const std::vector<std::string>& argv, const std::st
 }
 
 // ---- the error contract ----
+
+// A training log line without the speed fields every step line ends with (" | 0.012 TFLOP/s
+// | MFU 40.0%"): what a run computed, which must not depend on how fast it ran.
+inline std::string without_speed_fields(const std::string& line) {
+  static const std::regex speed(R"( \| [^|]* TFLOP/s.*$)");
+  return std::regex_replace(line, speed, "");
+}
 
 inline bool contains(const std::string& text, const std::string& phrase) {
   return text.find(phrase) != std::string::npos;

@@ -178,12 +178,12 @@ TrainOptions loop_options(const std::string& save_dir, int steps, int save_every
   return o;
 }
 
-// The log lines that start with `prefix`, without the speed fields of step lines (" | 0.012
-// TFLOP/s | MFU 40.0%": timings, which differ from run to run).
+// The log lines that start with `prefix`, without the speed fields of step lines (timings,
+// which differ from run to run).
 std::vector<std::string> lines_starting(const std::string& log, const std::string& prefix) {
   std::vector<std::string> out;
   for (const std::string& line : CliResult::split_lines(log))
-    if (line.rfind(prefix, 0) == 0) out.push_back(std::regex_replace(line, std::regex(R"( \| [^|]* TFLOP/s.*$)"), ""));
+    if (line.rfind(prefix, 0) == 0) out.push_back(without_speed_fields(line));
   return out;
 }
 

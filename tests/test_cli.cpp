@@ -468,11 +468,10 @@ std::vector<std::string> step_lines(const CliResult& r) {
   return steps;
 }
 
-// The step lines without their speed fields (" | 0.012 TFLOP/s | MFU 40.0%"): what a run
-// computed, which must not depend on how fast it ran.
+// The step lines without their speed fields: what a run computed.
 std::vector<std::string> step_results(const CliResult& r) {
   std::vector<std::string> results;
-  for (const std::string& line : step_lines(r)) results.push_back(std::regex_replace(line, std::regex(R"( \| [^|]* TFLOP/s.*$)"), ""));
+  for (const std::string& line : step_lines(r)) results.push_back(without_speed_fields(line));
   return results;
 }
 
