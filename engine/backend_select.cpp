@@ -102,7 +102,10 @@ std::unique_ptr<Backend> select_backend(const std::string& choice, const GpuOpti
 }
 
 void set_cpu_threads(int threads) {
-  if (threads <= 0) return;
+  // 0: OpenMP's default (all cores, or OMP_NUM_THREADS), given to OpenBLAS too. Left alone, the
+  // two can disagree: a clang build links LLVM's OpenMP beside the GNU one Debian's OpenBLAS
+  // uses, and its GEMMs then ran on 1 thread while our loops ran on all cores.
+  if (threads <= 0) threads = omp_get_max_threads();
   omp_set_num_threads(threads);
   openblas_set_num_threads(threads);
 }

@@ -22,7 +22,8 @@ struct GpuOptions {
 // "cuda-emu": the CUDA backend's code on the SIMT emulator (simt/), with one line on `note`.
 std::unique_ptr<Backend> select_backend(const std::string& choice, const GpuOptions& gpu, std::ostream& note);
 
-// Sets the threads used by the CPU backend's loops and by OpenBLAS (0 keeps the default).
+// Sets the threads used by the CPU backend's loops and by OpenBLAS to one count (0: OpenMP's
+// default, all cores unless OMP_NUM_THREADS says otherwise).
 void set_cpu_threads(int threads);
 // The threads the CPU backend's GEMMs and loops run on now.
 int cpu_threads_in_use();
