@@ -3,6 +3,7 @@
 // reduction lengths that justify it.
 #include "engine/op_cases.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <limits>
 
@@ -69,6 +70,11 @@ class CaseBuilder {
   // A random input in [lo, hi), not compared.
   int input(const std::string& name, Shape shape, float lo = -1.0f, float hi = 1.0f) {
     return add(name, act_, shape, uniform(shape.numel(), lo, hi), -1.0);
+  }
+  // A random tensor the op writes part of, compared after it: what it must leave alone is
+  // checked along with what it writes.
+  int updated(const std::string& name, Shape shape, double tol) {
+    return add(name, act_, shape, uniform(shape.numel(), -1.0f, 1.0f), tol);
   }
   // A random F32 tensor in [lo, hi), compared with tol after the op when tol >= 0.
   int random_f32(const std::string& name, Shape shape, float lo, float hi, double tol) {
@@ -293,6 +299,42 @@ void attention_cases(Table& t, const Workload& w) {
   }
 }
 
+// ---- incremental decoding: one new token per sequence against a KV cache (B,maxT,C) ----
+// At the workload's B and T, the new token three quarters in: a long attention, and positions
+// after it, NaN in the caches, that attention_decode must never read.
+void decode_cases(Table& t, const Workload& w) {
+  const int B = w.B, maxT = w.T, C = w.C(), NH = w.NH(), HS = w.HS();
+  const int pos = 3 * w.T / 4;
+  const std::string shape = "B" + std::to_string(B) + " maxT" + std::to_string(maxT) + " C" + std::to_string(C) +
+                            " pos" + std::to_string(pos);
+  // a copy of stored values: both caches, the written row and the rest, bit for bit
+  t.add("kv_cache_append", shape, [=](CaseBuilder& b, OpCase& c) {
+    const int qkv = b.input("qkv", {B, 3 * C});
+    const int k_cache = b.updated("k_cache", {B, maxT, C}, 0.0);
+    const int v_cache = b.updated("v_cache", {B, maxT, C}, 0.0);
+    c.run = [=](Backend& be, const CaseViews& v) { be.kv_cache_append(v[k_cache], v[v_cache], v[qkv], pos); };
+    c.cost = [=](const CaseViews& v) { return kv_cache_append_cost(v[qkv]); };
+  });
+  t.add("attention_decode", shape + " NH" + std::to_string(NH), [=](CaseBuilder& b, OpCase& c) {
+    const int qkv = b.input("qkv", {B, 3 * C}, -1.5f, 1.5f);
+    const int k_cache = b.input("k_cache", {B, maxT, C}, -1.5f, 1.5f);
+    const int v_cache = b.input("v_cache", {B, maxT, C});
+    for (int cache : {k_cache, v_cache})  // positions after pos: never read
+      for (int bt = 0; bt < B * maxT; ++bt)
+        if (bt % maxT > pos)
+          std::fill_n(b.tensors()[cache].values.begin() + static_cast<int64_t>(bt) * C, C,
+                      std::numeric_limits<float>::quiet_NaN());
+    // as the full attention's row: HS-term scores, a (pos+1)-term softmax sum, (pos+1)-term outputs
+    const int out = b.output("out", {B, C}, reduction_tol(HS + 2 * (pos + 1) + 1));
+    c.run = [=](Backend& be, const CaseViews& v) {
+      be.attention_decode(v[out], v[qkv], v[k_cache], v[v_cache], pos, NH);
+    };
+    c.cost = [=](const CaseViews& v) {
+      return attention_decode_cost(v[out], v[qkv], v[k_cache], v[v_cache], pos, NH);
+    };
+  });
+}
+
 // ---- layernorm over C: inp (N,C), weight, bias (C) -> out (N,C), mean, rstd (N); backward ----
 void layernorm_cases(Table& t, const Workload& w) {
   const int N = w.N(), C = w.C();
@@ -466,14 +508,50 @@ void optimizer_cases(Table& t, const Workload& w) {
   });
 }
 
+// ---- the loss scaler's update after the optimizer (F32 and int32 state, every precision) ----
+// fp16's dynamic scaling at its two turns: a clean step that completes the growth interval
+// (the scale doubles) and a step whose gradients held an inf (the scale halves, the step is
+// counted as skipped). The state is plain arithmetic on both sides: bit for bit.
+void loss_scaler_cases(Table& t) {
+  LossScalerConfig config;
+  config.dynamic = true;
+  for (bool found_inf : {false, true}) {
+    const std::string shape = found_inf ? "dynamic, inf: backoff" : "dynamic, interval: growth";
+    t.add("loss_scaler_update", shape, [=](CaseBuilder& b, OpCase& c) {
+      const CaseBuilder::Scaler s = b.unit_scaler();
+      std::vector<CaseTensor>& tensors = b.tensors();
+      tensors[s.scale].values = {1024.0f};
+      tensors[s.scale].tol = 0.0;
+      tensors[s.growth_tracker].ids = {found_inf ? 17 : config.growth_interval - 1};
+      tensors[s.found_inf].ids = {found_inf ? 1 : 0};
+      tensors[s.skipped_steps].ids = {found_inf ? 2 : 0};
+      for (int compared : {s.growth_tracker, s.skipped_steps, s.first_skipped_step}) tensors[compared].tol = 0.0;
+      const int step = b.scalar_i32("step", 41, false);
+      c.run = [=](Backend& be, const CaseViews& v) { be.loss_scaler_update(scaler_at(v, s), config, v[step]); };
+      c.cost = [=](const CaseViews& v) { return loss_scaler_update_cost(scaler_at(v, s), v[step]); };
+    });
+  }
+}
+
+// ---- fill_zero: the gradients of every parameter (F32), zeroed before each step ----
+void fill_zero_cases(Table& t, const Workload& w) {
+  const int64_t n = static_cast<int64_t>(w.model.parameter_count());
+  t.add("fill_zero", "n" + std::to_string(n), [=](CaseBuilder& b, OpCase& c) {
+    const int grads = b.random_f32("grads", {n}, -1.0f, 1.0f, 0.0);  // every element to +0, bit for bit
+    c.run = [=](Backend& be, const CaseViews& v) { be.fill_zero(v[grads]); };
+    c.cost = [=](const CaseViews& v) { return fill_zero_cost(v[grads]); };
+  });
+}
+
 }  // namespace
 
 std::vector<std::string> op_names() {
   return {"embedding_forward",  "embedding_backward",  "linear_forward",    "linear_backward",
-          "attention_forward",  "attention_backward",  "layernorm_forward", "layernorm_backward",
-          "activation_forward", "activation_backward", "dropout_forward",   "dropout_backward",
-          "residual_forward",   "cross_entropy_forward_backward",           "cast",
-          "grad_norm_check",    "adamw_step"};
+          "attention_forward",  "attention_backward",  "kv_cache_append",   "attention_decode",
+          "layernorm_forward",  "layernorm_backward",  "activation_forward", "activation_backward",
+          "dropout_forward",    "dropout_backward",    "residual_forward",  "cross_entropy_forward_backward",
+          "cast",               "fill_zero",           "grad_norm_check",   "adamw_step",
+          "loss_scaler_update"};
 }
 
 std::vector<OpCaseSpec> op_cases(DType dtype) {
@@ -482,13 +560,18 @@ std::vector<OpCaseSpec> op_cases(DType dtype) {
     embedding_cases(table, w);
     linear_cases(table, w);
     attention_cases(table, w);
+    decode_cases(table, w);
     layernorm_cases(table, w);
     activation_cases(table, w);
     elementwise_cases(table, w);
     cross_entropy_cases(table, w);
     cast_cases(table, w);
-    if (dtype == DType::F32) optimizer_cases(table, w);
+    if (dtype == DType::F32) {
+      fill_zero_cases(table, w);
+      optimizer_cases(table, w);
+    }
   }
+  if (dtype == DType::F32) loss_scaler_cases(table);  // no sizes: one set of cases
   // in table order (op_names), each op's workloads together
   std::vector<OpCaseSpec> ordered;
   for (const std::string& op : op_names())

@@ -54,8 +54,9 @@ struct OpCaseSpec {
 // Every op of the table, in table order.
 std::vector<std::string> op_names();
 
-// Every case with activations stored in `dtype` (F32, BF16 or F16). The optimizer's ops
-// (grad_norm_check, adamw_step) work on fp32 in every precision: they are F32 cases only.
+// Every case with activations stored in `dtype` (F32, BF16 or F16). The ops on gradients and
+// optimizer state (fill_zero, grad_norm_check, adamw_step, loss_scaler_update) work on fp32 in
+// every precision: they are F32 cases only.
 std::vector<OpCaseSpec> op_cases(DType dtype);
 
 }  // namespace tt

@@ -73,6 +73,23 @@ OpCost attention_backward_cost(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor q
   return {flops, bytes_of(dout) + bytes_of(qkv) + bytes_of(probs) + bytes_of(dqkv) + bytes_of(dprobs)};
 }
 
+// qkv (B,3C): its k and v parts read -> row pos of each cache (B,maxT,C) written. The caches
+// hold qkv's dtype (check_decode_views): 2 B C elements read, 2 B C written.
+OpCost kv_cache_append_cost(Tensor qkv) {
+  const double k_and_v_bytes = bytes_of(qkv) * 2 / 3;
+  return {0, 2 * k_and_v_bytes};
+}
+
+// qkv's q part (B,C) and positions 0..pos of both caches read -> out (B,C) written. Per head
+// and sequence, pos + 1 (query, key) pairs of 4 HS FLOPs, as a row of attention_forward.
+OpCost attention_decode_cost(Tensor out, Tensor qkv, Tensor k_cache, Tensor v_cache, int pos, int NH) {
+  const double B = static_cast<double>(out.shape[0]), C = static_cast<double>(out.shape[1]), keys = pos + 1.0;
+  const double HS = C / NH;
+  const double q_bytes = B * C * dtype_size(qkv.dtype);
+  const double cached_bytes = B * keys * C * (dtype_size(k_cache.dtype) + dtype_size(v_cache.dtype));
+  return {B * NH * keys * 4 * HS, q_bytes + cached_bytes + bytes_of(out)};
+}
+
 // inp (N,C), weight, bias (C) -> out (N,C), mean, rstd (N)
 OpCost layernorm_forward_cost(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias) {
   return {0, bytes_of(inp) + bytes_of(weight) + bytes_of(bias) + bytes_of(out) + bytes_of(mean) + bytes_of(rstd)};

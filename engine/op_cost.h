@@ -9,6 +9,7 @@
 //   attention_forward per head: scores and the weighted sum of v, 2 HS each per (query, key)
 //                     pair the mask allows: B NH pairs 4 HS, pairs = T^2, T (T + 1) / 2 causal
 //   attention_backward twice the forward (dq and dk; dv and dprobs)
+//   attention_decode  one query row per sequence against pos + 1 cached keys: B NH (pos+1) 4 HS
 // Every other op (bias adds, softmax, LayerNorm, activations, dropout, residual adds,
 // cross-entropy, AdamW, casts) counts 0: a few FLOPs per element, never what bounds it. Its
 // speed is its bandwidth, and that is how the roofline judges it.
@@ -39,6 +40,8 @@ OpCost linear_backward_cost(Tensor dinp, Tensor dweight, Tensor dbias, Tensor do
 OpCost attention_forward_cost(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s);
 OpCost attention_backward_cost(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs,
                                const AttentionShape& s);
+OpCost kv_cache_append_cost(Tensor qkv);
+OpCost attention_decode_cost(Tensor out, Tensor qkv, Tensor k_cache, Tensor v_cache, int pos, int NH);
 OpCost layernorm_forward_cost(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias);
 OpCost layernorm_backward_cost(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                                Tensor mean, Tensor rstd);

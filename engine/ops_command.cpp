@@ -50,7 +50,8 @@ std::vector<OpCaseSpec> selected_cases(const OpsOptions& o) {
       if (std::find(ops.begin(), ops.end(), spec.op) != ops.end()) cases.push_back(spec);
   if (cases.empty())
     throw InputError("--op " + o.op + " --dtype " + o.dtype +
-                     ": no case (grad_norm_check and adamw_step work on fp32 in every precision: --dtype fp32)");
+                     ": no case (fill_zero, grad_norm_check, adamw_step and loss_scaler_update work on fp32 in every "
+                     "precision: --dtype fp32)");
   return cases;
 }
 

@@ -149,10 +149,17 @@ TEST(OpsCommand, CheckPassesOnTheEmulatedCudaBackend) {
     size_t cases;  // ops x workloads (2) x variants x dtypes
   };
   for (const Run& run : {Run{{"--op", "linear"}, {"linear_forward", "linear_backward"}, {"fp32", "bf16", "fp16"}, 12},
+                         // every op named *attention*: forward and backward causal and full, and decode
                          Run{{"--op", "attention", "--dtype", "fp32"},
-                             {"attention_forward", "attention_backward"}, {"fp32"}, 8},  // causal and full
+                             {"attention_forward", "attention_backward", "attention_decode"}, {"fp32"}, 10},
                          Run{{"--op", "layernorm_backward", "--dtype", "bf16"}, {"layernorm_backward"}, {"bf16"}, 2},
-                         Run{{"--op", "adamw_step"}, {"adamw_step"}, {"fp32"}, 2}}) {
+                         Run{{"--op", "adamw_step"}, {"adamw_step"}, {"fp32"}, 2},
+                         // inference: the cache append bit for bit, decoding that never reads past pos
+                         Run{{"--op", "kv_cache_append", "--dtype", "fp16"}, {"kv_cache_append"}, {"fp16"}, 2},
+                         Run{{"--op", "attention_decode"}, {"attention_decode"}, {"fp32", "bf16", "fp16"}, 6},
+                         // growth and backoff, once each (no sizes); the zeroing of both workloads' gradients
+                         Run{{"--op", "loss_scaler_update"}, {"loss_scaler_update"}, {"fp32"}, 2},
+                         Run{{"--op", "fill_zero"}, {"fill_zero"}, {"fp32"}, 2}}) {
     std::vector<std::string> args = {"ops", "check", "--backend", "cuda-emu"};
     args.insert(args.end(), run.flags.begin(), run.flags.end());
     const CliResult r = run_tinytrain(args, dir);
