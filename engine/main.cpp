@@ -66,6 +66,7 @@ void validate_loss_scaler(const LossScalerConfig& s) {
   if (s.growth_interval <= 0) throw InputError("invalid config: --loss-scale-interval must be positive");
 }
 
+// The model, run and optimizer flags: what `train`, `plan` and `profile` share.
 void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, std::string& pos_embedding,
                      std::string& seed) {
   ModelConfig& m = o.model;
@@ -119,7 +120,6 @@ void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, st
   cmd->add_option("--grad-clip", a.grad_clip,
                   "clip the unscaled gradients to this global L2 norm (clip_grad_norm_; 0: off)")
       ->capture_default_str();
-  add_int_option(cmd, "--log-every", o.log_every, "log every N steps");
   add_int_option(cmd, "--grad-accum", o.grad_accum, "micro-batches per optimizer step (must divide --batch)");
   LossScalerConfig& s = o.loss_scaler;
   cmd->add_option("--loss-scale-init", s.init_scale, "fp16: initial loss scale")->capture_default_str();
@@ -127,7 +127,10 @@ void add_train_flags(CLI::App* cmd, TrainOptions& o, std::string& activation, st
   cmd->add_option("--loss-scale-backoff", s.backoff_factor, "fp16: scale backoff factor on inf/NaN")
       ->capture_default_str();
   add_int_option(cmd, "--loss-scale-interval", s.growth_interval, "fp16: clean steps before the scale grows");
-  DataParallelOptions& dp = o.data_parallel;
+}
+
+// The data-parallel flags of `train` and `plan` (`profile` runs one process).
+void add_data_parallel_flags(CLI::App* cmd, DataParallelOptions& dp) {
   add_int_option(cmd, "--zero", dp.zero_stage, "several ranks: 1 shards AdamW's state across them (ZeRO-1), 0 does not",
                  0, 1);
   cmd->add_option("--bucket-mb", dp.bucket_mib,
@@ -230,7 +233,9 @@ int main(int argc, char** argv) {
   std::string activation = "relu", pos_embedding = "none", seed;
   CLI::App* train_cmd = app.add_subcommand("train", "train on random tokens (no flags: the seed workload)");
   add_train_flags(train_cmd, train, activation, pos_embedding, seed);
+  add_data_parallel_flags(train_cmd, train.data_parallel);
   add_common(train_cmd);
+  add_int_option(train_cmd, "--log-every", train.log_every, "log every N steps");
   std::string cuda_graph = "on";
   train_cmd->add_option("--cuda-graph", cuda_graph, "CUDA: replay each step as one graph (on) or run eagerly (off)")
       ->capture_default_str()
@@ -269,6 +274,7 @@ int main(int argc, char** argv) {
   CLI::App* plan_cmd = app.add_subcommand(
       "plan", "print the memory plan of `train` with the same flags, allocating nothing, and whether it fits (exit 1: no)");
   add_train_flags(plan_cmd, train, activation, pos_embedding, seed);
+  add_data_parallel_flags(plan_cmd, train.data_parallel);
   add_common(plan_cmd);
   int plan_ranks = 0;
   add_int_option(plan_cmd, "--ranks", plan_ranks, "plan per rank for this many data-parallel ranks (0: the launch's)",
@@ -278,10 +284,12 @@ int main(int argc, char** argv) {
     cmd->add_option("--device-memory", device_memory,
                     "memory to plan for, e.g. 80GiB (default: the device's free memory; on the CPU MemAvailable)");
 
-  // `profile` (engine/profile_run.h): `train`'s model and run flags, a few steps, every op timed.
+  // `profile` (engine/profile_run.h): `train`'s model, run and optimizer flags, a few steps in
+  // one process, every op timed; no log, no ranks.
   ProfileOptions profile;
   CLI::App* profile_cmd = app.add_subcommand(
-      "profile", "time every op of a few training steps (same flags as train): per-op table, roofline, Chrome trace");
+      "profile", "time every op of a few training steps (train's model, run and optimizer flags): per-op table, roofline, "
+      "Chrome trace");
   add_train_flags(profile_cmd, train, activation, pos_embedding, seed);
   add_common(profile_cmd);
   profile_cmd->get_option("--steps")->description("steps to run; the first is a warm-up, not counted")->default_str("3");

@@ -298,6 +298,9 @@ TEST(Profile, BadFlagsAreOneLineErrors) {
   expect_user_error(run_command(run.args({"--trace", dir.file("no/such/dir/trace.json")}), dir.path()),
                     {"cannot write the trace", "no/such/dir/trace.json"});
   expect_user_error(run_command(run.args({"--precision", "fp8"}), dir.path()), {"fp8"});
+  // train's flags that mean nothing in one process without a log are not taken
+  for (const std::string flag : {"--log-every", "--zero", "--bucket-mb"})
+    expect_user_error(run_command(run.args({flag, "1"}), dir.path()), {flag});
 }
 
 // The CUDA backend's path (events on a GPU; on the emulator the host clock, since it runs each
