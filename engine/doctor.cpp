@@ -16,6 +16,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "engine/allreduce_probe.h"
 #include "engine/backend_select.h"
 #include "engine/config.h"
 #include "engine/cpu_probes.h"
@@ -26,6 +27,8 @@
 #include "engine/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/gpu_probes.h"
+#include "parallel/communicator.h"
+#include "parallel/launch.h"
 
 namespace tt {
 
@@ -543,7 +546,7 @@ void probe_libraries(Report& report, GpuProbes& gpu, int device_count) {
       p.message = "NCCL " + version + ": data parallelism across GPUs";
     } else if (emulated) {
       p.verdict = Verdict::Skip;
-      p.message = "the emulated device has no NCCL (several ranks of cuda-emu use MPI or one process)";
+      p.message = "the emulated device has no NCCL (and cuda-emu trains in one process)";
     } else {
       p.verdict = device_count > 1 ? Verdict::Warn : Verdict::Skip;
       p.message = "this build has no NCCL: several GPU ranks cannot train";
@@ -551,8 +554,6 @@ void probe_libraries(Report& report, GpuProbes& gpu, int device_count) {
     }
     report.add(std::move(p));
   }
-  report.add({"nccl.allreduce", Verdict::Skip,
-              "one rank: run under mpirun/torchrun for all-reduce bandwidth (or nccl_busbw --ranks <GPUs>)"});
 }
 
 void probe_gpu(Report& report, GpuProbes& gpu, const GpuRuntimeInfo& runtime, bool needed,
@@ -592,6 +593,68 @@ void probe_gpu(Report& report, GpuProbes& gpu, const GpuRuntimeInfo& runtime, bo
     probe_gpu_training(report, emulated, needed, cpu_seed_step);
   }
   probe_libraries(report, gpu, runtime.device_count);
+}
+
+// ---- data parallelism: the all-reduce across the ranks of a launch ----
+
+// Rank 0 probes the whole chain before the all-reduce while the other ranks wait in its first
+// collective: the GPU's probes take tens of seconds, far less than this.
+constexpr double kAllReduceTimeoutSeconds = 300;
+// Sizes where the bus bandwidth is near its plateau: 256 MiB through NCCL (as nccl_busbw's
+// largest), 32 MiB of host memory through MPI, which a 2-core CI machine moves in milliseconds.
+constexpr int64_t kNcclAllReduceBytes = int64_t{256} << 20;
+constexpr int64_t kMpiAllReduceBytes = int64_t{32} << 20;
+constexpr int kAllReduceWarmup = 3;
+constexpr int kAllReduceIters = 10;
+
+// The all-reduce of data parallelism, on every rank of the launch, through the communicator
+// training on `backend` ("cpu", "cuda" or "cuda-emu") would use: MPI on the CPU, NCCL on GPUs.
+// Needed when there are several ranks (they were launched to train together).
+void probe_all_reduce(Report& report, const Launch& launch, const std::string& backend) {
+  Probe p{"allreduce"};
+  if (launch.world_size == 1) {
+    p.verdict = Verdict::Skip;
+    p.message = "one rank: launch doctor as training is launched (mpirun -np N; on GPUs also torchrun-style) for "
+                "the all-reduce bus bandwidth";
+    report.add(std::move(p));
+    return;
+  }
+  if (backend == "cuda-emu") {
+    p.verdict = Verdict::Skip;
+    p.message = format("%d ranks: the emulated GPU (cuda-emu) has no data parallelism", launch.world_size);
+    report.add(std::move(p));
+    return;
+  }
+  try {
+    const bool on_gpu = backend == "cuda";
+    std::ostream no_note(nullptr);
+    GpuOptions gpu;
+    gpu.device = launch.local_rank;
+    std::unique_ptr<Communicator> comm;  // (declared first, so that it outlives the backend, as in train)
+    const std::unique_ptr<Backend> memory = on_gpu ? select_backend("cuda", gpu, no_note) : make_cpu_backend();
+    comm = make_communicator(launch, backend, memory->native_stream(), kAllReduceTimeoutSeconds);
+    const int W = comm->world_size();
+    const AllReduceMeasure m = measure_all_reduce(*comm, *memory, on_gpu ? kNcclAllReduceBytes : kMpiAllReduceBytes,
+                                                  kAllReduceWarmup, kAllReduceIters);
+    p.numbers = {{"transport", comm->transport()}, {"ranks", W},          {"bytes", m.bytes},
+                 {"ms", m.seconds * 1e3},          {"algbw_gbps", m.algbw_gbps()}, {"busbw_gbps", m.busbw_gbps(W)},
+                 {"sums_right", m.sums_right}};
+    p.message = format("%s, %d ranks: busbw %s GB/s (algbw %s GB/s): %.0f MiB float32 sums in %.3f ms, mean of %d "
+                       "calls and the ranks",
+                       comm->transport(), W, rate_text(m.busbw_gbps(W)).c_str(), rate_text(m.algbw_gbps()).c_str(),
+                       m.bytes / kMiB, m.seconds * 1e3, kAllReduceIters);
+    if (!m.sums_right) {
+      p.verdict = Verdict::Fail;
+      p.message += format("; but the sums are wrong (every element should be %d)", W * (W + 1) / 2);
+      p.try_next = on_gpu ? "run nccl_busbw --ranks 2 and NCCL_DEBUG=INFO to see the transport NCCL chose"
+                          : "check that every rank runs the same OpenMPI (mpirun --version, ldd build/tinytrain)";
+    }
+  } catch (const std::exception& e) {
+    p.verdict = Verdict::Fail;
+    p.message = format("%d ranks: ", launch.world_size) + e.what();
+    p.try_next = "launch CPU ranks with mpirun -np N --backend cpu, GPU ranks one per GPU (docs/parallel.md)";
+  }
+  report.add(std::move(p));
 }
 
 void save_measured_peaks(Report& report, const std::vector<Peaks>& peaks, bool emulated_gpu) {
@@ -636,17 +699,27 @@ int run_doctor(const DoctorOptions& options, std::ostream& out) {
   const std::string& backend = options.backend;
   if (backend != "auto" && backend != "cpu" && backend != "cuda" && backend != "cuda-emu")
     throw InputError("unknown backend '" + backend + "' (expected auto, cpu, cuda or cuda-emu)");
-  Report report(out, options.json);
+  // Under a launch of several ranks only rank 0 probes and reports; the others join it for the
+  // all-reduce, the one link that needs them all.
+  const Launch launch = detect_launch();
+  std::ostream not_reported(nullptr);
+  Report report(launch.rank == 0 ? out : not_reported, options.json);
   const std::unique_ptr<GpuProbes> gpu = gpu_probes_for(backend);
   const GpuRuntimeInfo runtime = gpu ? gpu->runtime() : GpuRuntimeInfo{};
   // The links training needs: the GPU's where it would train there, else the CPU's.
   const bool trains_on_gpu = backend == "cuda" || backend == "cuda-emu" || (backend == "auto" && runtime.device_count > 0);
+  const std::string training_backend = !trains_on_gpu ? "cpu" : backend == "cuda-emu" ? "cuda-emu" : "cuda";
+  if (launch.rank != 0) {
+    probe_all_reduce(report, launch, training_backend);
+    return report.any_fail() ? 1 : 0;
+  }
   std::vector<Peaks> peaks;
   const std::optional<StepResult> cpu_seed_step = probe_cpu(report, /*needed=*/!trains_on_gpu, peaks);
   if (gpu)
     probe_gpu(report, *gpu, runtime, trains_on_gpu, cpu_seed_step, peaks);
   else
     report.add({"gpu", Verdict::Skip, "--backend cpu: the GPU is not probed"});
+  probe_all_reduce(report, launch, training_backend);
   save_measured_peaks(report, peaks, gpu && gpu->emulated());
   const int exit_status = report.any_fail() ? 1 : 0;
   report.print_json(backend, cpu_threads_in_use(), exit_status);

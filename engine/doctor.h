@@ -6,8 +6,12 @@
 //
 //   cpu, cpu.blas, cpu.sgemm, cpu.memory, cpu.ram, cpu.train_step   the host and the CPU backend
 //   gpu.runtime, gpu<d>, gpu<d>.copy, gpu<d>.memory, gpu<d>.gemm,    the driver, each device, and
-//   gpu<d>.fit, gpu.train_step, cudnn, nccl, nccl.allreduce          the CUDA backend against the CPU's
+//   gpu<d>.fit, gpu.train_step, cudnn, nccl                          the CUDA backend against the CPU's
+//   allreduce                    under mpirun or torchrun: the bus bandwidth of the ranks' all-reduce
 //   peaks                                                            the measured peaks file (last)
+//
+// Under a launch of several ranks, rank 0 runs the chain and prints; the other ranks wait for it
+// and join the all-reduce (MPI ranks on the CPU backend, NCCL ranks on GPUs).
 //
 // The measured peaks (sgemm and cuBLASLt TFLOP/s, memory bandwidth) are saved with
 // engine/peaks.h, for the training log's MFU and `tinytrain profile`; an emulated GPU's

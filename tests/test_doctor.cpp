@@ -160,6 +160,13 @@ TEST_F(Doctor, RunsTheCpuChainSaysThereIsNoGpuAndSavesTheCpuPeaks) {
     EXPECT_TRUE(contains(gpu->message, "training runs on the CPU backend")) << gpu->message;
     EXPECT_EQ(find_probe(probes, "gpu.train_step"), nullptr) << "auto without a GPU: the GPU section is one line";
   }
+  // One process: no all-reduce to measure, and the line says how to get one
+  // (tests/mpi/doctor_ranks.sh measures it under mpirun).
+  const ProbeLine* all_reduce = find_probe(probes, "allreduce");
+  ASSERT_NE(all_reduce, nullptr) << r.describe();
+  EXPECT_EQ(all_reduce->verdict, "skip");
+  EXPECT_TRUE(contains(all_reduce->message, "one rank")) << all_reduce->message;
+  EXPECT_TRUE(contains(all_reduce->message, "mpirun")) << all_reduce->message;
   // The peaks line is the last and names the file; the file holds this CPU's peaks at the
   // threads in use (the child's default is this process's).
   EXPECT_EQ(probes.back().name, "peaks");
@@ -210,7 +217,8 @@ TEST_F(Doctor, JsonHasEveryProbe) {
     EXPECT_TRUE(p["numbers"].is_object()) << p.dump();
     names.push_back(p["name"]);
   }
-  for (const char* name : {"cpu", "cpu.blas", "cpu.sgemm", "cpu.memory", "cpu.ram", "cpu.train_step", "gpu", "peaks"})
+  for (const char* name :
+       {"cpu", "cpu.blas", "cpu.sgemm", "cpu.memory", "cpu.ram", "cpu.train_step", "gpu", "allreduce", "peaks"})
     EXPECT_NE(std::find(names.begin(), names.end(), name), names.end()) << "no probe " << name;
   for (const nlohmann::json& p : doc["probes"]) {
     if (p["name"] == "cpu.sgemm") EXPECT_GT(p["numbers"].value("gflops", 0.0), 0.0);
