@@ -100,7 +100,8 @@ TEST(DropoutUniform, HighIndexBitsAndSeedBitsMatter) {
 
 // ---- the CPU's batched mask (kernels/cpu/dropout_mask.h) against the definition ----
 
-// dropout_scales (one Philox call per 4 elements, 8 calls at once with AVX2) gives exactly
+// dropout_scales (one Philox call per 4 elements, 8 calls at once with AVX2, 16 with AVX-512F
+// where the CPU has it) gives exactly
 // dropout_scale of every element: for ranges starting inside a group, shorter than a batch,
 // ending mid-batch, and around 2^32 groups, where the counter's low word wraps.
 TEST(DropoutScales, EqualsThePerElementDefinitionOnEveryRange) {
@@ -108,7 +109,7 @@ TEST(DropoutScales, EqualsThePerElementDefinitionOnEveryRange) {
   for (float p : {0.1f, 0.5f}) {
     for (uint64_t start : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{37}, (uint64_t{1} << 34) - 70,
                            (uint64_t{1} << 34) - 2}) {
-      for (int64_t count : {0, 1, 3, 31, 32, 33, 70, 129, 1000}) {
+      for (int64_t count : {0, 1, 3, 31, 32, 33, 63, 64, 65, 70, 129, 1000}) {
         std::vector<float> batched(count);
         dropout_scales(key, start, count, p, batched.data());
         for (int64_t i = 0; i < count; ++i)

@@ -1,6 +1,7 @@
 // CPU helper (kernels/cpu/dropout_mask.cpp): the dropout factors of a contiguous index range,
 // with one Philox call per four elements (the per-element dropout_scale would call Philox four
-// times as often), and, where the CPU has AVX2, eight Philox calls at once in vector registers.
+// times as often), and, where the CPU has AVX2, eight Philox calls at once in vector registers
+// (sixteen where it has AVX-512F, chosen at run time).
 //
 // Why it matters: the seed workload draws ~10.5M mask elements per step (forward and backward
 // recompute the mask instead of storing it). One Philox4x32-10 call is 20 32x32->64-bit
