@@ -652,7 +652,8 @@ void probe_all_reduce(Report& report, const Launch& launch, const std::string& b
   } catch (const std::exception& e) {
     p.verdict = Verdict::Fail;
     p.message = format("%d ranks: ", launch.world_size) + e.what();
-    p.try_next = "launch CPU ranks with mpirun -np N --backend cpu, GPU ranks one per GPU (docs/parallel.md)";
+    p.try_next = "CPU ranks: mpirun -np N tinytrain doctor --backend cpu; GPU ranks: one per GPU, under mpirun or "
+                 "torchrun-style variables (docs/parallel.md)";
   }
   report.add(std::move(p));
 }
