@@ -8,8 +8,10 @@
 #include <cstdint>
 #include <cstdio>
 #include <ctime>
+#include <iostream>
 #include <memory>
 #include <optional>
+#include <sstream>
 #include <stdexcept>
 #include <utility>
 #include <vector>
@@ -701,10 +703,10 @@ int run_doctor(const DoctorOptions& options, std::ostream& out) {
   if (backend != "auto" && backend != "cpu" && backend != "cuda" && backend != "cuda-emu")
     throw InputError("unknown backend '" + backend + "' (expected auto, cpu, cuda or cuda-emu)");
   // Under a launch of several ranks only rank 0 probes and reports; the others join it for the
-  // all-reduce, the one link that needs them all.
+  // all-reduce, the one link that needs them all, and say only what failed there (on stderr).
   const Launch launch = detect_launch();
-  std::ostream not_reported(nullptr);
-  Report report(launch.rank == 0 ? out : not_reported, options.json);
+  std::ostringstream other_rank_lines;
+  Report report(launch.rank == 0 ? out : other_rank_lines, /*as_json=*/launch.rank == 0 && options.json);
   const std::unique_ptr<GpuProbes> gpu = gpu_probes_for(backend);
   const GpuRuntimeInfo runtime = gpu ? gpu->runtime() : GpuRuntimeInfo{};
   // The links training needs: the GPU's where it would train there, else the CPU's.
@@ -712,7 +714,9 @@ int run_doctor(const DoctorOptions& options, std::ostream& out) {
   const std::string training_backend = !trains_on_gpu ? "cpu" : backend == "cuda-emu" ? "cuda-emu" : "cuda";
   if (launch.rank != 0) {
     probe_all_reduce(report, launch, training_backend);
-    return report.any_fail() ? 1 : 0;
+    if (!report.any_fail()) return 0;
+    std::cerr << "doctor, rank " << launch.rank << ": " << other_rank_lines.str() << std::flush;
+    return 1;
   }
   std::vector<Peaks> peaks;
   const std::optional<StepResult> cpu_seed_step = probe_cpu(report, /*needed=*/!trains_on_gpu, peaks);

@@ -11,7 +11,8 @@
 //   peaks                                                            the measured peaks file (last)
 //
 // Under a launch of several ranks, rank 0 runs the chain and prints; the other ranks wait for it
-// and join the all-reduce (MPI ranks on the CPU backend, NCCL ranks on GPUs).
+// and join the all-reduce (MPI ranks on the CPU backend, NCCL ranks on GPUs), printing only its
+// FAIL line, on stderr, when it fails on their side.
 //
 // The measured peaks (sgemm and cuBLASLt TFLOP/s, memory bandwidth) are saved with
 // engine/peaks.h, for the training log's MFU and `tinytrain profile`; an emulated GPU's
