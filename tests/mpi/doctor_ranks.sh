@@ -2,7 +2,8 @@
 # `mpirun -np W tinytrain doctor`: rank 0 probes the chain and prints; every rank joins the
 # all-reduce probe, which must measure MPI's all-reduce across the W ranks: one report (one
 # JSON document, one "allreduce" line), the sums right, and busbw and algbw the arithmetic of
-# nccl-tests' convention on the printed bytes and time.
+# nccl-tests' convention on the printed bytes and time. A rank other than 0 whose all-reduce
+# fails says so on stderr.
 # Usage: doctor_ranks.sh TINYTRAIN MPIEXEC W
 set -uo pipefail
 bin=$1 mpiexec=$2 W=$3
@@ -48,6 +49,15 @@ lines=$(grep -c ' allreduce ' "$work/doctor.txt")
 peaks=$(grep -c ' peaks ' "$work/doctor.txt")
 if [ "$lines" -ne 1 ] || [ "$peaks" -ne 1 ] || ! grep -q "^ok    allreduce        mpi, $W ranks: busbw" "$work/doctor.txt"; then
   cat "$work/doctor.txt"; echo "FAIL: expected one 'ok allreduce' line for $W MPI ranks and one report"; status=1
+fi
+# A rank other than 0 prints nothing but its all-reduce's failure, on stderr: here torchrun-style
+# variables on the CPU backend, which CPU ranks refuse (they are launched with mpirun).
+WORLD_SIZE=2 RANK=1 LOCAL_RANK=1 MASTER_ADDR=127.0.0.1 MASTER_PORT=29533 "$bin" doctor --backend cpu --threads 1 \
+  > "$work/rank1.out" 2> "$work/rank1.err"
+code=$?
+if [ $code -ne 1 ] || [ -s "$work/rank1.out" ] || ! grep -q "^doctor, rank 1: FAIL  allreduce .*launched with mpirun" "$work/rank1.err"; then
+  cat "$work/rank1.out" "$work/rank1.err"; echo "FAIL: rank 1's failing all-reduce: exit $code, expected 1 and its FAIL line on stderr only"
+  status=1
 fi
 [ $status -eq 0 ] && echo "PASS: doctor on $W MPI ranks measures their all-reduce, rank 0 reports"
 exit $status
