@@ -1,7 +1,7 @@
 // Timing all-reduces through a communicator (see allreduce_probe.h).
 #include "engine/allreduce_probe.h"
 
-#include <chrono>
+#include <memory>
 #include <vector>
 
 #include "kernels/arena.h"
@@ -37,14 +37,19 @@ AllReduceMeasure measure_all_reduce(Communicator& comm, Backend& backend, int64_
   backend.copy_to_host(host.data(), buf.data, static_cast<size_t>(m.bytes));
   const float want = static_cast<float>(W) * static_cast<float>(W + 1) / 2.0f;
   for (float x : host) m.sums_right = m.sums_right && x == want;
+  backend.fill_zero(buf);  // sums of zeros stay zeros: any number of calls stays finite
 
   for (int i = 0; i < warmup; ++i) comm.all_reduce_sum(buf.data, n, DType::F32);
   wait_for(comm, backend);
   comm.barrier();  // every rank starts the timed calls together
-  const auto start = std::chrono::steady_clock::now();
+  // on the backend's own timeline (kernels/stream_clock.h): events on a GPU's stream, so the
+  // time is the collectives', not their launches'
+  const std::unique_ptr<StreamClock> clock = backend.make_stream_clock();
+  clock->mark();
   for (int i = 0; i < iters; ++i) comm.all_reduce_sum(buf.data, n, DType::F32);
-  wait_for(comm, backend);
-  float seconds = std::chrono::duration<float>(std::chrono::steady_clock::now() - start).count() / iters;
+  clock->mark();
+  wait_for(comm, backend);  // (so that reading the clock cannot wait outside the watchdog)
+  float seconds = static_cast<float>(clock->read().back() * 1e-3 / iters);
 
   // the mean over the ranks, through the same communicator (its buffers are backend memory)
   backend.copy_to_device(time.data, &seconds, sizeof(float));

@@ -5,7 +5,7 @@
 //   algbw = bytes / time,   busbw = algbw x 2 (W - 1) / W
 // A ring all-reduce moves 2 (W - 1) / W of the buffer through every rank's link, so busbw is the
 // link speed achieved, whatever W is. The time is per all-reduce, the mean over the timed calls
-// and then over the ranks (nccl-tests' default). tools/nccl_busbw.cpp sweeps the sizes.
+// and then over the ranks (nccl-tests' default).
 #pragma once
 #include <cstdint>
 
@@ -24,8 +24,9 @@ struct AllReduceMeasure {
 
 // Every rank of `comm` calls it with the same arguments. The buffer lives in `backend`'s memory
 // (host memory for MPI, the device for NCCL). Rank r fills it with r + 1; the first all-reduce
-// must give W (W + 1) / 2 everywhere (small integers: exact in float32). Then `warmup` untimed
-// calls, a barrier, and `iters` timed ones.
+// must give W (W + 1) / 2 everywhere (small integers: exact in float32). Then, on zeros,
+// `warmup` untimed calls, a barrier, and `iters` calls timed on the backend's stream clock.
+// `tinytrain doctor` measures one size with it, tools/nccl_busbw.cpp a sweep of sizes.
 AllReduceMeasure measure_all_reduce(Communicator& comm, Backend& backend, int64_t bytes, int warmup, int iters);
 
 }  // namespace tt

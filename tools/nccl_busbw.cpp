@@ -6,7 +6,9 @@
 // the link speed achieved, whatever W is). Time is per all-reduce, averaged over the timed
 // iterations and then over the ranks, as nccl-tests does by default. Calls are eager, as in an
 // uncaptured training step: at small sizes the host's cost of each call (a non-blocking NCCL
-// call finishes its launch on a thread of NCCL's) can dominate.
+// call finishes its launch on a thread of NCCL's) can dominate. Each size is one
+// measure_all_reduce (engine/allreduce_probe.h, what `tinytrain doctor` measures under a launch):
+// its first sum checked, then timed with CUDA events on the backend's stream.
 //
 //   nccl_busbw --ranks 2        forks 2 ranks here. Rank r runs on GPU r % (GPU count); when
 //                               ranks share a GPU, each gets its own NCCL_HOSTID (NCCL refuses
@@ -36,6 +38,7 @@
 #include <string>
 #include <vector>
 
+#include "engine/allreduce_probe.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/device_query.h"
@@ -102,10 +105,6 @@ Options parse_options(int argc, char** argv) {
   return o;
 }
 
-void check(cudaError_t status, const char* call) {
-  if (status != cudaSuccess) throw std::runtime_error(std::string(call) + " failed: " + cudaGetErrorString(status));
-}
-
 // One rank's measurement. `how` describes the launch for rank 0's header line.
 void measure(Communicator& comm, Backend& backend, const Options& o, const std::string& how) {
   const int world = comm.world_size();
@@ -118,46 +117,21 @@ void measure(Communicator& comm, Backend& backend, const Options& o, const std::
     std::printf("%14s %12s %12s %12s\n", "bytes", "time_us", "algbw_GB/s", "busbw_GB/s");
     std::fflush(stdout);
   }
-  // Zeros: sums of zeros stay zeros, so any number of iterations stays finite.
-  void* buf = backend.allocate(o.max_bytes);
-  float* time_sum = static_cast<float*>(backend.allocate(sizeof(float)));
-  const auto stream = static_cast<cudaStream_t>(backend.native_stream());
-  cudaEvent_t start = nullptr, stop = nullptr;
-  check(cudaEventCreate(&start), "cudaEventCreate");
-  check(cudaEventCreate(&stop), "cudaEventCreate");
   double last_bytes = 0, last_busbw = 0;
   for (size_t size = o.min_bytes;; size *= 2) {
-    const int64_t n = static_cast<int64_t>(size / sizeof(float));
-    const size_t bytes = static_cast<size_t>(n) * sizeof(float);
-    for (int i = 0; i < o.warmup; ++i) comm.all_reduce_sum(buf, n, DType::F32);
-    comm.barrier();  // the ranks start the timed loop together
-    check(cudaEventRecord(start, stream), "cudaEventRecord");
-    for (int i = 0; i < o.iters; ++i) comm.all_reduce_sum(buf, n, DType::F32);
-    check(cudaEventRecord(stop, stream), "cudaEventRecord");
-    comm.barrier();  // waits, with the timeout, until the stream has passed `stop`
-    float ms = 0;
-    check(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    // The mean over ranks of each rank's seconds per all-reduce.
-    float seconds = ms * 1e-3f / static_cast<float>(o.iters);
-    backend.copy_to_device(time_sum, &seconds, sizeof seconds);
-    comm.all_reduce_sum(time_sum, 1, DType::F32);
-    backend.copy_to_host(&seconds, time_sum, sizeof seconds);
-    const double mean_s = static_cast<double>(seconds) / world;
-    const double algbw = static_cast<double>(bytes) / 1e9 / mean_s;
-    const double busbw = algbw * 2.0 * (world - 1) / world;
+    const AllReduceMeasure m = measure_all_reduce(comm, backend, static_cast<int64_t>(size), o.warmup, o.iters);
+    if (!m.sums_right)
+      throw std::runtime_error("the all-reduce of " + std::to_string(m.bytes) + " bytes gave wrong sums");
     if (printing) {
-      std::printf("%14zu %12.2f %12.2f %12.2f\n", bytes, mean_s * 1e6, algbw, busbw);
+      std::printf("%14lld %12.2f %12.2f %12.2f\n", static_cast<long long>(m.bytes), m.seconds * 1e6, m.algbw_gbps(),
+                  m.busbw_gbps(world));
       std::fflush(stdout);
     }
-    last_bytes = static_cast<double>(bytes);
-    last_busbw = busbw;
+    last_bytes = static_cast<double>(m.bytes);
+    last_busbw = m.busbw_gbps(world);
     if (size > o.max_bytes / 2) break;  // the next size is past --max-bytes (tested so, it cannot overflow)
   }
   if (printing) std::printf("busbw at %.0f bytes: %.2f GB/s\n", last_bytes, last_busbw);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  backend.release(time_sum);
-  backend.release(buf);
 }
 
 // Under torchrun-style variables or mpirun: this process is one rank.
