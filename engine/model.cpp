@@ -202,8 +202,7 @@ void Model::ffn_hidden_forward(int l, const DropoutContext& ctx) {
   const LayerActs& a = layers_[l];
   const Tensor ff_in = config_.norm_first ? a.ln2 : a.ln1;
   backend_.linear_forward(a.h_pre, ff_in, w.linear1_weight, w.linear1_bias);
-  backend_.activation_forward(a.h, a.h_pre, config_.activation);
-  backend_.dropout_forward(a.h, a.h, dropout(ctx, l, DropoutSite::FfnHidden));
+  backend_.activation_dropout_forward(a.h, a.h_pre, config_.activation, dropout(ctx, l, DropoutSite::FfnHidden));
 }
 
 void Model::backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_scale, int64_t mean_over,
@@ -258,8 +257,8 @@ void Model::layer_backward(int l, Tensor d, const DropoutContext& ctx) {
   }
   backend_.dropout_backward(s2, d_res2, dropout(ctx, l, DropoutSite::FfnOutput));
   backend_.linear_backward(d_h_, g.linear2_weight, g.linear2_bias, s2, a.h, w.linear2_weight);
-  backend_.dropout_backward(d_h_, d_h_, dropout(ctx, l, DropoutSite::FfnHidden));
-  backend_.activation_backward(d_h_, d_h_, a.h_pre, config_.activation);
+  backend_.activation_dropout_backward(d_h_, d_h_, a.h_pre, config_.activation,
+                                       dropout(ctx, l, DropoutSite::FfnHidden));
   const Tensor ff_in = config_.norm_first ? a.ln2 : a.ln1;
   backend_.linear_backward(s2, g.linear1_weight, g.linear1_bias, d_h_, ff_in, w.linear1_weight);  // s2 = d ff_in
 

@@ -399,6 +399,27 @@ void activation_cases(Table& t, const Workload& w) {
       c.run = [=](Backend& be, const CaseViews& v) { be.activation_backward(v[dx], v[dout], v[x], act); };
       c.cost = [=](const CaseViews& v) { return elementwise_cost({v[dout], v[x]}, v[dx]); };
     });
+    // the fused pair the model runs, with the workload's dropout on the hidden layer
+    const float p = w.model.dropout;
+    t.add("activation_dropout_forward", shape + " p" + num(p), [=](CaseBuilder& b, OpCase& c) {
+      const int step = b.scalar_i32("dropout step", 11, false);
+      const int x = b.input("inp", {N, F}, -3.0f, 3.0f);
+      const int out = b.output("out", {N, F}, kElementwiseTol);
+      c.run = [=](Backend& be, const CaseViews& v) {
+        be.activation_dropout_forward(v[out], v[x], act, mask_at(v, step, p, DropoutSite::FfnHidden));
+      };
+      c.cost = [=](const CaseViews& v) { return elementwise_cost({v[x]}, v[out]); };
+    });
+    t.add("activation_dropout_backward", shape + " p" + num(p), [=](CaseBuilder& b, OpCase& c) {
+      const int step = b.scalar_i32("dropout step", 11, false);
+      const int x = b.input("inp", {N, F}, -3.0f, 3.0f);
+      const int dout = b.input("dout", {N, F});
+      const int dx = b.output("dinp", {N, F}, kElementwiseTol);
+      c.run = [=](Backend& be, const CaseViews& v) {
+        be.activation_dropout_backward(v[dx], v[dout], v[x], act, mask_at(v, step, p, DropoutSite::FfnHidden));
+      };
+      c.cost = [=](const CaseViews& v) { return elementwise_cost({v[dout], v[x]}, v[dx]); };
+    });
   }
 }
 
@@ -549,6 +570,7 @@ std::vector<std::string> op_names() {
   return {"embedding_forward",  "embedding_backward",  "linear_forward",    "linear_backward",
           "attention_forward",  "attention_backward",  "kv_cache_append",   "attention_decode",
           "layernorm_forward",  "layernorm_backward",  "activation_forward", "activation_backward",
+          "activation_dropout_forward", "activation_dropout_backward",
           "dropout_forward",    "dropout_backward",    "residual_forward",  "cross_entropy_forward_backward",
           "cast",               "fill_zero",           "grad_norm_check",   "adamw_step",
           "loss_scaler_update"};

@@ -45,8 +45,9 @@ OpCost attention_decode_cost(Tensor out, Tensor qkv, Tensor k_cache, Tensor v_ca
 OpCost layernorm_forward_cost(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias);
 OpCost layernorm_backward_cost(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                                Tensor mean, Tensor rstd);
-// activation_forward (read inp, write out), activation_backward (read dout and inp, write dinp),
-// residual_forward (read a and b, write out) and cast (read src, write dst): reads and a write.
+// activation_forward and activation_dropout_forward (read inp, write out), activation_backward
+// and activation_dropout_backward (read dout and inp, write dinp), residual_forward (read a and
+// b, write out) and cast (read src, write dst): reads and a write.
 OpCost elementwise_cost(std::initializer_list<Tensor> reads, Tensor write);
 OpCost dropout_cost(Tensor out, Tensor inp, const DropoutMask& dropout);  // forward and backward alike
 OpCost cross_entropy_cost(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets, Tensor dloss_scale);

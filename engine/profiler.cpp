@@ -140,6 +140,17 @@ void ProfilingBackend::dropout_backward(Tensor dinp, Tensor dout, const DropoutM
   timed("dropout_backward", dropout_cost(dinp, dout, dropout), [&] { inner_.dropout_backward(dinp, dout, dropout); });
 }
 
+void ProfilingBackend::activation_dropout_forward(Tensor out, Tensor inp, Activation act, const DropoutMask& dropout) {
+  timed("activation_dropout_forward", elementwise_cost({inp}, out),
+        [&] { inner_.activation_dropout_forward(out, inp, act, dropout); });
+}
+
+void ProfilingBackend::activation_dropout_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act,
+                                                   const DropoutMask& dropout) {
+  timed("activation_dropout_backward", elementwise_cost({dout, inp}, dinp),
+        [&] { inner_.activation_dropout_backward(dinp, dout, inp, act, dropout); });
+}
+
 void ProfilingBackend::residual_forward(Tensor out, Tensor a, Tensor b) {
   timed("residual_forward", elementwise_cost({a, b}, out), [&] { inner_.residual_forward(out, a, b); });
 }

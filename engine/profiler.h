@@ -101,6 +101,9 @@ class ProfilingBackend final : public Backend {
   void activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) override;
   void dropout_forward(Tensor out, Tensor inp, const DropoutMask& dropout) override;
   void dropout_backward(Tensor dinp, Tensor dout, const DropoutMask& dropout) override;
+  void activation_dropout_forward(Tensor out, Tensor inp, Activation act, const DropoutMask& dropout) override;
+  void activation_dropout_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act,
+                                   const DropoutMask& dropout) override;
   void residual_forward(Tensor out, Tensor a, Tensor b) override;
   void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
                                       Tensor dloss_scale, int64_t mean_over) override;

@@ -152,6 +152,20 @@ class Backend {
   virtual void dropout_forward(Tensor out, Tensor inp, const DropoutMask& dropout) = 0;
   // dout (n) -> dinp (n), may alias; the same mask as the forward
   virtual void dropout_backward(Tensor dinp, Tensor dout, const DropoutMask& dropout) = 0;
+  // The FFN's hidden layer, activation then dropout: inp (n) the pre-activation -> out (n) =
+  // dropout(act(inp)). One op so that a backend can do it in one pass over memory; the default
+  // runs the two ops above, and a fused version must give what they give (the same rounding).
+  virtual void activation_dropout_forward(Tensor out, Tensor inp, Activation act, const DropoutMask& dropout) {
+    activation_forward(out, inp, act);
+    dropout_forward(out, out, dropout);
+  }
+  // its gradient: dout (n), inp (n) the pre-activation -> dinp (n) = act'(inp) (mask dout);
+  // dinp may alias dout
+  virtual void activation_dropout_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act,
+                                           const DropoutMask& dropout) {
+    dropout_backward(dinp, dout, dropout);
+    activation_backward(dinp, dinp, inp, act);
+  }
   // a (n), b (n) -> out (n) = a + b, out may alias a or b
   virtual void residual_forward(Tensor out, Tensor a, Tensor b) = 0;
   // residual backward is a copy of the gradient to both inputs: the engine reuses views.

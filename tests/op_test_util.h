@@ -20,8 +20,18 @@
 #include "kernels/tensor.h"
 #include "kernels/backend.h"
 #include "kernels/common/philox.h"
+#include "kernels/cpu/cpu_simd.h"
 
 namespace tt::test {
+
+// Every vector width the CPU kernels can run on this machine (kernels/cpu/cpu_simd.h), the
+// narrowest first: tests pin each one, since they must all give the same bits.
+inline std::vector<CpuSimd> simd_widths() {
+  std::vector<CpuSimd> widths = {CpuSimd::Scalar};
+  if (best_cpu_simd() != CpuSimd::Scalar) widths.push_back(CpuSimd::Avx2);
+  if (best_cpu_simd() == CpuSimd::Avx512) widths.push_back(CpuSimd::Avx512);
+  return widths;
+}
 
 // fp32 machine epsilon, 2^-23 (one rounding is at most half of it, relative). Every tolerance
 // in these tests is a multiple of it, sized by the length of the longest fp32 reduction.

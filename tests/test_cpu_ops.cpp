@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <array>
 #include <cmath>
+#include <cstring>
 #include <limits>
 #include <memory>
 #include <random>
@@ -19,6 +20,7 @@
 
 #include "kernels/common/philox.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/vector_exp.h"
 #include "tests/op_test_util.h"
 
 namespace tt {
@@ -440,6 +442,108 @@ INSTANTIATE_TEST_SUITE_P(
                       AttentionCase{1, 13, 4, 8, false, 0.5f}, AttentionCase{1, 13, 4, 8, true, 0.1f}),
     attention_case_name);
 
+// ---- the same bits as the plain loops ----
+// The CPU kernel computes its five products per head in register blocks (ordered_matmul in
+// kernels/cpu/attention.cpp) and its exps eight at a time (kernels/cpu/vector_exp.h), and
+// claims the bits of the plain float loops: every sum from +0, one term at a time, in index
+// order, exps from std::exp. Those loops are written out here and must agree exactly, on shapes
+// that exercise full register blocks, ragged edges and the causal band.
+struct PlainAttention {
+  std::vector<float> out, probs, dqkv;
+};
+PlainAttention attention_plain_loops(const std::vector<float>& qkv, const std::vector<float>& dout,
+                                     const AttentionShape& s, float p, const DropoutKey& key) {
+  const int B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS;
+  const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
+  PlainAttention r{std::vector<float>(B * T * C, 0.0f), std::vector<float>(B * NH * T * T, 0.0f),
+                   std::vector<float>(B * T * 3 * C, 0.0f)};
+  auto q = [&](int b, int t, int h) { return (static_cast<size_t>(b) * T + t) * 3 * C + h * HS; };
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h)
+      for (int t = 0; t < T; ++t) {
+        const size_t row = ((static_cast<size_t>(b) * NH + h) * T + t) * T;
+        const int visible = s.causal ? t + 1 : T;
+        float* prow = &r.probs[row];
+        float max_score = -INFINITY;
+        for (int t2 = 0; t2 < visible; ++t2) {
+          float dot = 0.0f;
+          for (int d = 0; d < HS; ++d) dot += (qkv[q(b, t, h) + d] * scale) * qkv[q(b, t2, h) + C + d];
+          prow[t2] = dot;
+          max_score = std::fmax(max_score, dot);
+        }
+        float sum = 0.0f;
+        for (int t2 = 0; t2 < visible; ++t2) sum += (prow[t2] = std::exp(prow[t2] - max_score));
+        const float inv_sum = 1.0f / sum;
+        for (int t2 = 0; t2 < visible; ++t2) prow[t2] *= inv_sum;
+        for (int d = 0; d < HS; ++d) {
+          float acc = 0.0f;
+          for (int t2 = 0; t2 < visible; ++t2)
+            acc += (prow[t2] * (p > 0.0f ? dropout_scale(key, row + t2, p) : 1.0f)) * qkv[q(b, t2, h) + 2 * C + d];
+          r.out[(static_cast<size_t>(b) * T + t) * C + h * HS + d] = acc;
+        }
+      }
+  // backward: dscore (T,T) per head first, then dv, dq, dk as sums in index order
+  for (int b = 0; b < B; ++b)
+    for (int h = 0; h < NH; ++h) {
+      std::vector<float> g(static_cast<size_t>(T) * T, 0.0f), w(static_cast<size_t>(T) * T, 0.0f);
+      for (int t = 0; t < T; ++t) {
+        const size_t row = ((static_cast<size_t>(b) * NH + h) * T + t) * T;
+        const int visible = s.causal ? t + 1 : T;
+        std::vector<float> ds(T);
+        float dot_pdp = 0.0f;
+        for (int t2 = 0; t2 < visible; ++t2) {
+          const float m = p > 0.0f ? dropout_scale(key, row + t2, p) : 1.0f;
+          float dp = 0.0f;
+          for (int d = 0; d < HS; ++d) dp += dout[(static_cast<size_t>(b) * T + t) * C + h * HS + d] * qkv[q(b, t2, h) + 2 * C + d];
+          ds[t2] = m * dp;
+          w[t * T + t2] = m * r.probs[row + t2];
+          dot_pdp += r.probs[row + t2] * ds[t2];
+        }
+        for (int t2 = 0; t2 < visible; ++t2) g[t * T + t2] = (r.probs[row + t2] * (ds[t2] - dot_pdp)) * scale;
+      }
+      for (int i = 0; i < T; ++i)
+        for (int d = 0; d < HS; ++d) {
+          float dv = 0.0f, dk = 0.0f, dq = 0.0f;
+          for (int t = s.causal ? i : 0; t < T; ++t) {  // key/value i is seen by queries t >= i
+            dv += w[t * T + i] * dout[(static_cast<size_t>(b) * T + t) * C + h * HS + d];
+            dk += g[t * T + i] * qkv[q(b, t, h) + d];
+          }
+          for (int t2 = 0; t2 < (s.causal ? i + 1 : T); ++t2) dq += g[i * T + t2] * qkv[q(b, t2, h) + C + d];
+          r.dqkv[q(b, i, h) + d] = dq;
+          r.dqkv[q(b, i, h) + C + d] = dk;
+          r.dqkv[q(b, i, h) + 2 * C + d] = dv;
+        }
+    }
+  return r;
+}
+
+class CpuAttentionBits : public CpuAttention {};
+
+TEST_P(CpuAttentionBits, EqualsThePlainLoopsBitForBit) {
+  const AttentionShape s = shape();
+  const float p = GetParam().p;
+  const int C = s.NH * s.HS;
+  // scores of a few units: the exps cover a wide range, none underflows to a special case
+  const std::vector<float> qkv = random_floats(s.B * s.T * 3 * C, 41, -2.0f, 2.0f);
+  const std::vector<float> dout = random_floats(s.B * s.T * C, 42);
+  const PlainAttention want = attention_plain_loops(qkv, dout, s, p, key);
+  for (CpuSimd simd : test::simd_widths()) {  // each vector width the machine has
+    const std::unique_ptr<Backend> pinned = make_cpu_backend(simd);
+    const test::AttentionF32 got = test::attention_f32(*pinned, s, qkv, dout, mask_of(key, p));
+    const std::string name = attention_case_name({GetParam(), 0}) + " simd " + std::to_string(static_cast<int>(simd));
+    for (size_t i = 0; i < want.probs.size(); ++i) ASSERT_EQ(got.probs[i], want.probs[i]) << name << " probs " << i;
+    for (size_t i = 0; i < want.out.size(); ++i) ASSERT_EQ(got.out[i], want.out[i]) << name << " out " << i;
+    for (size_t i = 0; i < want.dqkv.size(); ++i) ASSERT_EQ(got.dqkv[i], want.dqkv[i]) << name << " dqkv " << i;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, CpuAttentionBits,
+    ::testing::Values(AttentionCase{2, 64, 4, 32, false, 0.1f}, AttentionCase{2, 64, 4, 32, true, 0.1f},
+                      AttentionCase{1, 37, 3, 24, true, 0.2f}, AttentionCase{1, 37, 2, 20, false, 0.0f},
+                      AttentionCase{2, 13, 3, 6, true, 0.25f}, AttentionCase{1, 130, 2, 16, true, 0.1f}),
+    attention_case_name);
+
 // ============================== layernorm ==============================
 
 // inp (N,C) with mean ~2: the statistics must not lose digits to the offset
@@ -592,6 +696,34 @@ TEST_F(CpuOps, ActivationBackwardMatchesFiniteDifferences) {
   }
 }
 
+// The fused FFN ops (activation then dropout, and their gradient) in one pass give the bits of
+// the two ops run one after the other, which the tests above check against references: for
+// both activations, several drop rates (p = 0 included), a length that is not a multiple of the
+// CPU's 256-element block or of a 4-element Philox group, and dinp over dout as the model runs it.
+TEST_F(CpuOps, ActivationDropoutFusedEqualsTheTwoOpsBitForBit) {
+  const int n = 2 * 256 + 37;
+  const DropoutKey key{0xabcdef12ull, 9, 1, DropoutSite::FfnHidden};
+  std::vector<float> x = random_floats(n, 71, -3.0f, 3.0f), dout = random_floats(n, 72);
+  x[0] = 0.0f, x[1] = -0.0f;  // ReLU's kink
+  for (Activation act : {Activation::Relu, Activation::Gelu}) {
+    for (float p : {0.0f, 0.1f, 0.5f}) {
+      const std::string name = std::string(act == Activation::Relu ? "relu" : "gelu") + " p " + std::to_string(p);
+      std::vector<float> two_ops = nan_filled(n), fused = nan_filled(n);
+      backend->activation_forward(f32_view(two_ops, {n}), f32_view(x, {n}), act);
+      backend->dropout_forward(f32_view(two_ops, {n}), f32_view(two_ops, {n}), mask_of(key, p));
+      backend->activation_dropout_forward(f32_view(fused, {n}), f32_view(x, {n}), act, mask_of(key, p));
+      expect_bitwise_equal(name + " forward", fused, two_ops);
+
+      std::vector<float> dtwo_ops = nan_filled(n), dfused = dout;
+      backend->dropout_backward(f32_view(dtwo_ops, {n}), f32_view(dout, {n}), mask_of(key, p));
+      backend->activation_backward(f32_view(dtwo_ops, {n}), f32_view(dtwo_ops, {n}), f32_view(x, {n}), act);
+      backend->activation_dropout_backward(f32_view(dfused, {n}), f32_view(dfused, {n}), f32_view(x, {n}), act,
+                                           mask_of(key, p));
+      expect_bitwise_equal(name + " backward, dinp over dout", dfused, dtwo_ops);
+    }
+  }
+}
+
 // ============================== residual ==============================
 
 TEST_F(CpuOps, ResidualForwardIsOneRoundingAndMayAlias) {
@@ -612,6 +744,57 @@ TEST_F(CpuOps, ResidualForwardIsOneRoundingAndMayAlias) {
   expect_bitwise_equal("residual fwd, out aliasing a", a2, sum);
   backend->residual_forward(f32_view(b2, {n}), f32_view(a, {n}), f32_view(b2, {n}));
   expect_bitwise_equal("residual fwd, out aliasing b", b2, sum);
+}
+
+// ============================== vector exp ==============================
+
+// exp_shifted (kernels/cpu/vector_exp.h) claims glibc's expf bit for bit. Checked on every
+// 251st float bit pattern (17 million inputs, every exponent and every table slot, both signs,
+// infinities, NaNs), with each value landing in every lane position and the tails, and through
+// the shift and in place. (All 2^32 inputs agreed when it was written; that takes 20 s.)
+bool same_float(float a, float b) {
+  return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof(float)) == 0;
+}
+
+TEST(VectorExp, EqualsStdExpBitForBitAcrossTheFloats) {
+  constexpr int64_t kStride = 251, kBatch = 1 << 16;
+  std::vector<float> x(kBatch), y(kBatch);
+  int64_t checked = 0;
+  for (uint64_t bits = 0; bits < (uint64_t{1} << 32);) {
+    int64_t n = 0;
+    for (; n < kBatch && bits < (uint64_t{1} << 32); ++n, bits += kStride) {
+      const uint32_t b = static_cast<uint32_t>(bits);
+      std::memcpy(&x[n], &b, sizeof(float));
+    }
+    exp_shifted(x.data(), 0.0f, n, y.data(), best_cpu_simd());
+    for (int64_t i = 0; i < n; ++i)
+      ASSERT_TRUE(same_float(y[i], std::exp(x[i]))) << "x " << x[i] << " (" << std::hexfloat << x[i] << ")";
+    checked += n;
+  }
+  EXPECT_GT(checked, 17000000);
+}
+
+TEST(VectorExp, ShiftTailsSpecialsAndInPlace) {
+  const float specials[] = {0.0f, -0.0f, 88.0f, 88.7f, 89.0f, -88.0f, -103.5f, -104.0f, -200.0f,
+                            INFINITY, -INFINITY, NAN, 1e-30f, -1e-40f};
+  for (int n : {1, 7, 8, 9, 16, 23}) {
+    for (int lane = 0; lane < n; ++lane) {
+      for (float special : specials) {
+        std::vector<float> x = random_floats(n, 50 + n, -30.0f, 5.0f);
+        x[lane] = special + 2.5f;  // the shift of 2.5 brings it back
+        for (CpuSimd simd : test::simd_widths()) {
+          std::vector<float> in_place = x, out(n);
+          exp_shifted(x.data(), 2.5f, n, out.data(), simd);
+          exp_shifted(in_place.data(), 2.5f, n, in_place.data(), simd);
+          for (int i = 0; i < n; ++i) {
+            const float want = std::exp(x[i] - 2.5f);
+            ASSERT_TRUE(same_float(out[i], want)) << "n " << n << " lane " << lane << " x " << x[i];
+            ASSERT_TRUE(same_float(in_place[i], want)) << "in place, n " << n << " lane " << lane << " x " << x[i];
+          }
+        }
+      }
+    }
+  }
 }
 
 // ============================== cross-entropy ==============================

@@ -100,20 +100,23 @@ TEST(DropoutUniform, HighIndexBitsAndSeedBitsMatter) {
 
 // ---- the CPU's batched mask (kernels/cpu/dropout_mask.h) against the definition ----
 
-// dropout_scales (one Philox call per 4 elements, 8 calls at once with AVX2, 16 with AVX-512F
-// where the CPU has it) gives exactly
-// dropout_scale of every element: for ranges starting inside a group, shorter than a batch,
-// ending mid-batch, and around 2^32 groups, where the counter's low word wraps.
+// dropout_scales (one Philox call per 4 elements, many calls at once in AVX2 or AVX-512F
+// registers) gives exactly dropout_scale of every element, on each vector width this CPU has:
+// for ranges starting inside a group, shorter than a vector call, ending mid-call, and around
+// 2^32 groups, where the counter's low word carries into its high word.
 TEST(DropoutScales, EqualsThePerElementDefinitionOnEveryRange) {
   const DropoutKey key{0x9e3779b97f4a7c15ull, 7, 2, DropoutSite::AttentionWeights};
-  for (float p : {0.1f, 0.5f}) {
-    for (uint64_t start : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{37}, (uint64_t{1} << 34) - 70,
-                           (uint64_t{1} << 34) - 2}) {
-      for (int64_t count : {0, 1, 3, 31, 32, 33, 63, 64, 65, 70, 129, 1000}) {
-        std::vector<float> batched(count);
-        dropout_scales(key, start, count, p, batched.data());
-        for (int64_t i = 0; i < count; ++i)
-          ASSERT_EQ(batched[i], dropout_scale(key, start + i, p)) << "p " << p << ", start " << start << ", element " << i;
+  for (CpuSimd simd : test::simd_widths()) {
+    for (float p : {0.1f, 0.5f}) {
+      for (uint64_t start : {uint64_t{0}, uint64_t{1}, uint64_t{3}, uint64_t{37}, (uint64_t{1} << 34) - 70,
+                             (uint64_t{1} << 34) - 2}) {
+        for (int64_t count : {0, 1, 3, 31, 32, 33, 47, 48, 49, 63, 64, 65, 70, 127, 128, 129, 176, 1000}) {
+          std::vector<float> batched(count);
+          dropout_scales(key, start, count, p, batched.data(), simd);
+          for (int64_t i = 0; i < count; ++i)
+            ASSERT_EQ(batched[i], dropout_scale(key, start + i, p))
+                << "simd " << static_cast<int>(simd) << ", p " << p << ", start " << start << ", element " << i;
+        }
       }
     }
   }

@@ -424,6 +424,28 @@ TEST_P(MixedPrecisionOps, DropoutIsRoundedFp32AndWorksInPlace) {
   }
 }
 
+// The fused FFN ops with bf16/fp16 storage: the two ops round to the storage type between them,
+// and so must the fused op (the CPU runs the two ops there): the same bits either way.
+TEST_P(MixedPrecisionOps, ActivationDropoutFusedEqualsTheTwoOps) {
+  const int n = 1003;
+  const DropoutKey key{0xbeefull, 4, 0, DropoutSite::FfnHidden};
+  HalfBuffer x16 = half_of(dt(), input(n, 62, -3.0f, 3.0f)), dout16 = half_of(dt(), input(n, 63, -1.0f, 1.0f));
+  for (Activation act : {Activation::Relu, Activation::Gelu}) {
+    const std::string name = act == Activation::Relu ? "relu" : "gelu";
+    HalfBuffer two_ops = half_nan(dt(), n), fused = half_nan(dt(), n);
+    backend->activation_forward(two_ops.view({n}), x16.view({n}), act);
+    backend->dropout_forward(two_ops.view({n}), two_ops.view({n}), mask_of(key, 0.1f));
+    backend->activation_dropout_forward(fused.view({n}), x16.view({n}), act, mask_of(key, 0.1f));
+    EXPECT_EQ(fused.bits, two_ops.bits) << h().name << " " << name << " forward";
+
+    HalfBuffer dtwo_ops = dout16, dfused = dout16;
+    backend->dropout_backward(dtwo_ops.view({n}), dtwo_ops.view({n}), mask_of(key, 0.1f));
+    backend->activation_backward(dtwo_ops.view({n}), dtwo_ops.view({n}), x16.view({n}), act);
+    backend->activation_dropout_backward(dfused.view({n}), dfused.view({n}), x16.view({n}), act, mask_of(key, 0.1f));
+    EXPECT_EQ(dfused.bits, dtwo_ops.bits) << h().name << " " << name << " backward";
+  }
+}
+
 // ============================== residual ==============================
 
 TEST_P(MixedPrecisionOps, ResidualIsRoundedFp32AndMayAlias) {

@@ -153,6 +153,9 @@ TEST(OpsCommand, CheckPassesOnTheEmulatedCudaBackend) {
                          Run{{"--op", "attention", "--dtype", "fp32"},
                              {"attention_forward", "attention_backward", "attention_decode"}, {"fp32"}, 10},
                          Run{{"--op", "layernorm_backward", "--dtype", "bf16"}, {"layernorm_backward"}, {"bf16"}, 2},
+                         // the FFN's fused pair: CUDA runs its two ops, the CPU one pass; relu and gelu
+                         Run{{"--op", "activation_dropout"},
+                             {"activation_dropout_forward", "activation_dropout_backward"}, {"fp32", "bf16", "fp16"}, 24},
                          Run{{"--op", "adamw_step"}, {"adamw_step"}, {"fp32"}, 2},
                          // inference: the cache append bit for bit, decoding that never reads past pos
                          Run{{"--op", "kv_cache_append", "--dtype", "fp16"}, {"kv_cache_append"}, {"fp16"}, 2},

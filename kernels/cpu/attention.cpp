@@ -2,6 +2,11 @@
 // in_proj and out_proj: per head, softmax(q k^T / sqrt(HS) [+ causal mask]) with dropout on
 // the weights, times v. Forward and backward (CPU). Each (batch, head) pair is independent,
 // so OpenMP splits over them and every thread writes its own slices: deterministic.
+//
+// Per head the work is five small matrix products, (T,HS)x(HS,T) or (T,T)x(T,HS), plus the
+// softmax. They run through ordered_matmul below, which keeps every sum in its natural order
+// (one add at a time over the inner index) while computing many outputs side by side.
+#include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -9,6 +14,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/storage.h"
 #include "kernels/cpu/dropout_mask.h"
+#include "kernels/cpu/vector_exp.h"
 
 namespace tt {
 
@@ -20,12 +26,115 @@ struct PackedQkv {
   int64_t q(int b, int t, int h) const { return (static_cast<int64_t>(b) * T + t) * 3 * C + h * HS; }
   int64_t k(int b, int t, int h) const { return q(b, t, h) + C; }
   int64_t v(int b, int t, int h) const { return q(b, t, h) + 2 * C; }
+  int64_t head_row(int b, int t, int h) const { return (static_cast<int64_t>(b) * T + t) * C + h * HS; }  // in (B,T,C)
 };
 
-// One head's keys (or values) transposed: out[d * T + t] = x[offset(b, t, h) + d], (HS,T).
-// A dot product over d is a sequential sum the compiler may not reorder, so it runs one add at
-// a time; with this layout, the dot products of a query with every key run side by side,
-// one vector lane per key, each still summed over d = 0..HS-1 in order (the same result).
+// A matrix read through strides: element (i, j) at data[i * row_stride + j * col_stride], so
+// a transposed operand is the same memory with the strides swapped.
+struct Strided {
+  const float* data;
+  int64_t row_stride, col_stride;
+  float at(int i, int j) const { return data[i * row_stride + j * col_stride]; }
+};
+
+// Which inner indices j output row i sums over: all of them, or the causal band (j <= i for a
+// query's keys, j >= i for a key's queries).
+enum class Band { All, UpToRow, FromRow };
+
+int band_begin(Band band, int i) { return band == Band::FromRow ? i : 0; }
+int band_end(Band band, int i, int inner) { return band == Band::UpToRow ? std::min(i + 1, inner) : inner; }
+
+// Float vectors through GCC's vector extension: the arithmetic is elementwise IEEE float (with
+// -ffp-contract=off, a * b + c stays a rounded multiply, then a rounded add). 8 lanes fill an
+// AVX2 register, 16 an AVX-512 one.
+using Vec8 = float __attribute__((vector_size(32)));
+using Vec16 = float __attribute__((vector_size(64)));
+constexpr int kLanes = 16;  // output columns per block, held in registers across the j loop
+
+// (into a reference, not returned: a returned 64-byte vector would change the ABI of code built
+// without AVX-512, and GCC warns even though this is always inlined)
+template <typename Vec>
+__attribute__((always_inline)) inline void load_vec(Vec& v, const float* p) {
+  std::memcpy(&v, p, sizeof v);
+}
+
+// out[i * ldo + n] = sum over j in the band of row i of a(i, j) * b[j * ldb + n], for i < rows
+// and n < cols. Every sum starts from +0 and adds a(i,j) * b(j,n), rounded, one j at a time in
+// increasing order, exactly as the scalar loop would: the same bits. The speed comes from doing
+// kRows x kLanes of those sums at once, with the accumulators in registers, instead of
+// loading and storing an output row for every j. (Inlined into one caller per vector width,
+// so that each is compiled for its instruction set.)
+template <int kRows, typename Vec>
+__attribute__((always_inline)) inline void ordered_matmul_blocks(int rows, int cols, int inner, Strided a,
+                                                                 const float* b, int64_t ldb, float* out,
+                                                                 int64_t ldo, Band band) {
+  constexpr int kVecs = kLanes / (sizeof(Vec) / sizeof(float));  // vectors per row of a block
+  for (int i0 = 0; i0 < rows; i0 += kRows) {
+    const int block_rows = std::min(kRows, rows - i0);
+    auto in_band = [&](int r, int j) { return j >= band_begin(band, i0 + r) && j < band_end(band, i0 + r, inner); };
+    // the j range of the whole block, and the part of it that every row of the block sums over
+    int j_begin = inner, j_end = 0, all_begin = 0, all_end = inner;
+    for (int r = 0; r < block_rows; ++r) {
+      j_begin = std::min(j_begin, band_begin(band, i0 + r));
+      j_end = std::max(j_end, band_end(band, i0 + r, inner));
+      all_begin = std::max(all_begin, band_begin(band, i0 + r));
+      all_end = std::min(all_end, band_end(band, i0 + r, inner));
+    }
+    all_end = std::max(all_end, all_begin);
+    for (int n0 = 0; n0 < cols; n0 += kLanes) {
+      const int width = std::min(kLanes, cols - n0);
+      if (block_rows == kRows && width == kLanes) {
+        Vec acc[kRows][kVecs] = {};
+        auto add_row_of_b = [&](int j, bool every_row) {
+          Vec bj[kVecs];
+          for (int v = 0; v < kVecs; ++v) load_vec(bj[v], b + j * ldb + n0 + v * (kLanes / kVecs));
+          for (int r = 0; r < kRows; ++r) {
+            if (!every_row && !in_band(r, j)) continue;
+            const float coef = a.at(i0 + r, j);
+            for (int v = 0; v < kVecs; ++v) acc[r][v] += coef * bj[v];
+          }
+        };
+        for (int j = j_begin; j < all_begin; ++j) add_row_of_b(j, false);  // the band's leading edge
+        for (int j = all_begin; j < all_end; ++j) add_row_of_b(j, true);   // the hot loop
+        for (int j = all_end; j < j_end; ++j) add_row_of_b(j, false);      // its trailing edge
+        for (int r = 0; r < kRows; ++r) std::memcpy(out + (i0 + r) * ldo + n0, acc[r], sizeof acc[r]);
+        continue;
+      }
+      float acc[kRows][kLanes] = {};  // partial blocks: the same sums, one lane at a time
+      for (int j = j_begin; j < j_end; ++j)
+        for (int r = 0; r < block_rows; ++r) {
+          if (!in_band(r, j)) continue;
+          const float coef = a.at(i0 + r, j);
+          for (int n = 0; n < width; ++n) acc[r][n] += coef * b[j * ldb + n0 + n];
+        }
+      for (int r = 0; r < block_rows; ++r) std::copy(acc[r], acc[r] + width, out + (i0 + r) * ldo + n0);
+    }
+  }
+}
+
+// The AVX-512 width: 8 rows of 16 lanes, one register each (the AVX2 one: 4 rows of two).
+// (GCC 12's avx512fintrin.h trips -Wuninitialized when inlined, GCC bug 105593.)
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wuninitialized"
+__attribute__((target("avx512f"))) void ordered_matmul_avx512(int rows, int cols, int inner, Strided a,
+                                                              const float* b, int64_t ldb, float* out,
+                                                              int64_t ldo, Band band) {
+  ordered_matmul_blocks<8, Vec16>(rows, cols, inner, a, b, ldb, out, ldo, band);
+}
+#pragma GCC diagnostic pop
+
+void ordered_matmul(CpuSimd simd, int rows, int cols, int inner, Strided a, const float* b, int64_t ldb, float* out,
+                    int64_t ldo, Band band) {
+  if (simd == CpuSimd::Avx512)
+    ordered_matmul_avx512(rows, cols, inner, a, b, ldb, out, ldo, band);
+  else if (simd == CpuSimd::Avx2)
+    ordered_matmul_blocks<4, Vec8>(rows, cols, inner, a, b, ldb, out, ldo, band);
+  else
+    ordered_matmul_blocks<1, float>(rows, cols, inner, a, b, ldb, out, ldo, band);  // one lane: the plain loop
+}
+
+// One head's keys (or values) transposed: out[d * T + t] = x[offset(t) + d], (HS,T), so that
+// the scores of a query with every key are a product with contiguous rows.
 template <typename Offset>
 void transpose_head(const float* x, int T, int HS, Offset offset, float* out) {
   for (int t = 0; t < T; ++t) {
@@ -34,14 +143,16 @@ void transpose_head(const float* x, int T, int HS, Offset offset, float* out) {
   }
 }
 
-// dots[t2] = sum over d of a[d] * bT[d * T + t2], for t2 < count (summed over d in order).
-void dots_with_transposed(const float* a, const float* bT, int T, int HS, int count, float* dots) {
-  for (int t2 = 0; t2 < count; ++t2) dots[t2] = 0.0f;
-  for (int d = 0; d < HS; ++d) {
-    const float ad = a[d];
-    const float* column = bT + static_cast<int64_t>(d) * T;
-    for (int t2 = 0; t2 < count; ++t2) dots[t2] += ad * column[t2];
-  }
+// The dropout factors of one head's (T,T) block of weights, which starts at element `head` of
+// the (B,NH,T,T) mask: drawn in one call, so the vector Philox runs on whole blocks rather
+// than on rows of T (causal rows use only their first t + 1). All ones when p is 0.
+void head_dropout_masks(const DropoutMask& dropout, const DropoutKey& key, int64_t head, int T, float* masks,
+                        CpuSimd simd) {
+  const int64_t n = static_cast<int64_t>(T) * T;
+  if (dropout.p > 0.0f)
+    dropout_scales(key, dropout.index_offset + head, n, dropout.p, masks, simd);
+  else
+    std::fill(masks, masks + n, 1.0f);
 }
 
 }  // namespace
@@ -53,43 +164,43 @@ void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const A
   const int B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS;
   const PackedQkv at{T, C, HS};
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  const float p = dropout.p;
   const DropoutKey key = dropout.key();
   const float* x = qkv.f32();
   float* o = out.f32();
   float* P = probs.f32();
-#pragma omp parallel for collapse(2)
-  for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < NH; ++h) {
-      std::vector<float> mask(T, 1.0f);  // dropout factors of one row of weights
-      std::vector<float> kT(static_cast<size_t>(HS) * T), q_scaled(HS);
-      transpose_head(x, T, HS, [&](int t) { return at.k(b, t, h); }, kT.data());
-      for (int t = 0; t < T; ++t) {
-        const int64_t row = ((static_cast<int64_t>(b) * NH + h) * T + t) * T;
-        float* prow = P + row;
-        const int visible = s.causal ? t + 1 : T;  // keys a query may attend to
-        const float* q = x + at.q(b, t, h);
-        for (int d = 0; d < HS; ++d) q_scaled[d] = q[d] * scale;
-        dots_with_transposed(q_scaled.data(), kT.data(), T, HS, visible, prow);  // scores (q scale) . k
-        float max_score = -INFINITY;
-        for (int t2 = 0; t2 < visible; ++t2) max_score = std::fmax(max_score, prow[t2]);
-        float sum = 0.0f;
-        for (int t2 = 0; t2 < visible; ++t2) {
-          prow[t2] = std::exp(prow[t2] - max_score);
-          sum += prow[t2];
+#pragma omp parallel
+  {
+    // per-thread scratch: the head's scaled queries (T,HS), keys transposed (HS,T), dropout
+    // factors (T,T) and dropped-out weights (T,T)
+    std::vector<float> q_scaled(static_cast<size_t>(T) * HS), kT(static_cast<size_t>(HS) * T);
+    std::vector<float> masks(static_cast<size_t>(T) * T), weights(static_cast<size_t>(T) * T);
+#pragma omp for collapse(2)
+    for (int b = 0; b < B; ++b) {
+      for (int h = 0; h < NH; ++h) {
+        const int64_t head = (static_cast<int64_t>(b) * NH + h) * T * T;  // this head's (T,T) block of probs
+        float* Ph = P + head;
+        head_dropout_masks(dropout, key, head, T, masks.data(), simd_);
+        for (int t = 0; t < T; ++t)
+          for (int d = 0; d < HS; ++d) q_scaled[static_cast<size_t>(t) * HS + d] = x[at.q(b, t, h) + d] * scale;
+        transpose_head(x, T, HS, [&](int t) { return at.k(b, t, h); }, kT.data());
+        // scores (T,T) = (q scale) k^T, every key (the causal rows ignore the ones they cannot see)
+        ordered_matmul(simd_, T, T, HS, Strided{q_scaled.data(), HS, 1}, kT.data(), T, Ph, T, Band::All);
+        for (int t = 0; t < T; ++t) {
+          float* prow = Ph + static_cast<int64_t>(t) * T;
+          const int visible = s.causal ? t + 1 : T;  // keys a query may attend to
+          float max_score = -INFINITY;
+          for (int t2 = 0; t2 < visible; ++t2) max_score = std::fmax(max_score, prow[t2]);
+          exp_shifted(prow, max_score, visible, prow, simd_);
+          float sum = 0.0f;
+          for (int t2 = 0; t2 < visible; ++t2) sum += prow[t2];
+          const float inv_sum = 1.0f / sum;
+          for (int t2 = 0; t2 < visible; ++t2) prow[t2] *= inv_sum;
+          for (int t2 = visible; t2 < T; ++t2) prow[t2] = 0.0f;
+          for (int t2 = 0; t2 < T; ++t2) weights[static_cast<size_t>(t) * T + t2] = prow[t2] * masks[static_cast<size_t>(t) * T + t2];
         }
-        const float inv_sum = 1.0f / sum;
-        for (int t2 = 0; t2 < visible; ++t2) prow[t2] *= inv_sum;
-        for (int t2 = visible; t2 < T; ++t2) prow[t2] = 0.0f;
-
-        float* orow = o + (static_cast<int64_t>(b) * T + t) * C + h * HS;
-        for (int d = 0; d < HS; ++d) orow[d] = 0.0f;
-        if (p > 0.0f) dropout_scales(key, dropout.index_offset + row, visible, p, mask.data());
-        for (int t2 = 0; t2 < visible; ++t2) {
-          const float w = prow[t2] * mask[t2];
-          const float* v = x + at.v(b, t2, h);
-          for (int d = 0; d < HS; ++d) orow[d] += w * v[d];
-        }
+        // out (T,HS) = dropped-out weights (T,T) x v (T,HS), over the keys each query sees
+        ordered_matmul(simd_, T, HS, T, Strided{weights.data(), T, 1}, x + at.v(b, 0, h), 3 * C, o + at.head_row(b, 0, h), C,
+                       s.causal ? Band::UpToRow : Band::All);
       }
     }
   }
@@ -102,58 +213,56 @@ void CpuBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Ten
   const int B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS;
   const PackedQkv at{T, C, HS};
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
-  const float p = dropout.p;
   const DropoutKey key = dropout.key();
   const float* x = qkv.f32();
   const float* dO = dout.f32();
   const float* P = probs.f32();
   float* dS = dprobs.f32();
   float* dx = dqkv.f32();
-#pragma omp parallel for collapse(2)
-  for (int b = 0; b < B; ++b) {
-    for (int h = 0; h < NH; ++h) {
-      std::vector<float> mask(T, 1.0f);
-      std::vector<float> vT(static_cast<size_t>(HS) * T);
-      transpose_head(x, T, HS, [&](int t) { return at.v(b, t, h); }, vT.data());
-      for (int t = 0; t < T; ++t) {
-        std::memset(dx + at.q(b, t, h), 0, sizeof(float) * HS);
-        std::memset(dx + at.k(b, t, h), 0, sizeof(float) * HS);
-        std::memset(dx + at.v(b, t, h), 0, sizeof(float) * HS);
-      }
-      for (int t = 0; t < T; ++t) {
-        const int64_t row = ((static_cast<int64_t>(b) * NH + h) * T + t) * T;
-        const int visible = s.causal ? t + 1 : T;
-        const float* prow = P + row;
-        float* dsrow = dS + row;
-        const float* drow = dO + (static_cast<int64_t>(b) * T + t) * C + h * HS;
-        // out_t = sum_t2 m[t2] P[t2] v_t2, with m the dropout scale:
-        // dv_t2 += m P dout_t, and dP[t2] = m (dout_t . v_t2)
-        float dot_pdp = 0.0f;  // sum_t2 P[t2] dP[t2], for the softmax backward
-        if (p > 0.0f) dropout_scales(key, dropout.index_offset + row, visible, p, mask.data());
-        dots_with_transposed(drow, vT.data(), T, HS, visible, dsrow);  // dout_t . v_t2
-        for (int t2 = 0; t2 < visible; ++t2) {
-          const float m = mask[t2];
-          float* dv = dx + at.v(b, t2, h);
-          const float w = m * prow[t2];
-          for (int d = 0; d < HS; ++d) dv[d] += w * drow[d];
-          dsrow[t2] = m * dsrow[t2];
-          dot_pdp += prow[t2] * dsrow[t2];
-        }
-        // softmax backward: dscore = P (dP - sum P dP); masked scores get no gradient
-        for (int t2 = 0; t2 < visible; ++t2) dsrow[t2] = prow[t2] * (dsrow[t2] - dot_pdp);
-        for (int t2 = visible; t2 < T; ++t2) dsrow[t2] = 0.0f;
-        // score = (q scale) . k: dq_t += scale dscore k_t2, dk_t2 += scale dscore q_t
-        const float* q = x + at.q(b, t, h);
-        float* dq = dx + at.q(b, t, h);
-        for (int t2 = 0; t2 < visible; ++t2) {
-          const float g = dsrow[t2] * scale;
-          const float* k = x + at.k(b, t2, h);
-          float* dk = dx + at.k(b, t2, h);
-          for (int d = 0; d < HS; ++d) {
-            dq[d] += g * k[d];
-            dk[d] += g * q[d];
+#pragma omp parallel
+  {
+    // per-thread scratch: values transposed (HS,T), dropout factors, dropped-out weights and
+    // scaled score gradients (T,T each)
+    std::vector<float> vT(static_cast<size_t>(HS) * T), masks(static_cast<size_t>(T) * T);
+    std::vector<float> weights(static_cast<size_t>(T) * T), g(static_cast<size_t>(T) * T);
+#pragma omp for collapse(2)
+    for (int b = 0; b < B; ++b) {
+      for (int h = 0; h < NH; ++h) {
+        const int64_t head = (static_cast<int64_t>(b) * NH + h) * T * T;
+        const float* Ph = P + head;
+        float* dSh = dS + head;
+        const float* dOh = dO + at.head_row(b, 0, h);  // this head's dout rows, stride C
+        head_dropout_masks(dropout, key, head, T, masks.data(), simd_);
+        transpose_head(x, T, HS, [&](int t) { return at.v(b, t, h); }, vT.data());
+        // out_t = sum_t2 m[t2] P[t2] v_t2, with m the dropout factor:
+        // dP[t2] = m (dout_t . v_t2), and dv_t2 = sum_t m P dout_t
+        ordered_matmul(simd_, T, T, HS, Strided{dOh, C, 1}, vT.data(), T, dSh, T, Band::All);  // dout_t . v_t2
+        for (int t = 0; t < T; ++t) {
+          const int visible = s.causal ? t + 1 : T;
+          const float* prow = Ph + static_cast<int64_t>(t) * T;
+          const float* mask = masks.data() + static_cast<int64_t>(t) * T;
+          float* dsrow = dSh + static_cast<int64_t>(t) * T;
+          float* wrow = weights.data() + static_cast<int64_t>(t) * T;
+          float* grow = g.data() + static_cast<int64_t>(t) * T;
+          float dot_pdp = 0.0f;  // sum_t2 P[t2] dP[t2], for the softmax backward
+          for (int t2 = 0; t2 < visible; ++t2) {
+            wrow[t2] = mask[t2] * prow[t2];
+            dsrow[t2] = mask[t2] * dsrow[t2];
+            dot_pdp += prow[t2] * dsrow[t2];
           }
+          // softmax backward: dscore = P (dP - sum P dP); masked scores get no gradient
+          for (int t2 = 0; t2 < visible; ++t2) dsrow[t2] = prow[t2] * (dsrow[t2] - dot_pdp);
+          for (int t2 = visible; t2 < T; ++t2) dsrow[t2] = wrow[t2] = 0.0f;
+          for (int t2 = 0; t2 < T; ++t2) grow[t2] = dsrow[t2] * scale;  // score = (q scale) . k
         }
+        const Band queries_of_key = s.causal ? Band::FromRow : Band::All;  // a key is seen by queries t >= t2
+        // dv (T,HS) = weights^T (T,T) x dout (T,HS)
+        ordered_matmul(simd_, T, HS, T, Strided{weights.data(), 1, T}, dOh, C, dx + at.v(b, 0, h), 3 * C, queries_of_key);
+        // dq_t = sum_t2 g[t][t2] k_t2 and dk_t2 = sum_t g[t][t2] q_t, with g = scale dscore
+        ordered_matmul(simd_, T, HS, T, Strided{g.data(), T, 1}, x + at.k(b, 0, h), 3 * C, dx + at.q(b, 0, h), 3 * C,
+                       s.causal ? Band::UpToRow : Band::All);
+        ordered_matmul(simd_, T, HS, T, Strided{g.data(), 1, T}, x + at.q(b, 0, h), 3 * C, dx + at.k(b, 0, h), 3 * C,
+                       queries_of_key);
       }
     }
   }

@@ -25,6 +25,6 @@ void CpuBackend::copy_to_host(void* dst, const void* src, size_t bytes) { std::m
 
 void CpuBackend::fill_zero(Tensor t) { std::memset(t.data, 0, t.bytes()); }
 
-std::unique_ptr<Backend> make_cpu_backend() { return std::make_unique<CpuBackend>(); }
+std::unique_ptr<Backend> make_cpu_backend(CpuSimd simd) { return std::make_unique<CpuBackend>(simd); }
 
 }  // namespace tt

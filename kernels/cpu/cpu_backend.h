@@ -5,11 +5,14 @@
 #include <memory>
 
 #include "kernels/backend.h"
+#include "kernels/cpu/cpu_simd.h"
 
 namespace tt {
 
 class CpuBackend : public Backend {
  public:
+  // simd: the widest vector code the hand-written loops may use (tests pin narrower ones)
+  explicit CpuBackend(CpuSimd simd = best_cpu_simd()) : simd_(simd) {}
   std::string name() const override { return "cpu"; }
 
   void* allocate(size_t bytes) override;
@@ -37,6 +40,9 @@ class CpuBackend : public Backend {
   void activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) override;
   void dropout_forward(Tensor out, Tensor inp, const DropoutMask& dropout) override;
   void dropout_backward(Tensor dinp, Tensor dout, const DropoutMask& dropout) override;
+  void activation_dropout_forward(Tensor out, Tensor inp, Activation act, const DropoutMask& dropout) override;
+  void activation_dropout_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act,
+                                   const DropoutMask& dropout) override;
   void residual_forward(Tensor out, Tensor a, Tensor b) override;
   void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
                                       Tensor dloss_scale, int64_t mean_over) override;
@@ -45,8 +51,11 @@ class CpuBackend : public Backend {
   void adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
                   Tensor train_step, const AdamWHyper& hyper, const LossScalerState& s) override;
   void loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) override;
+
+ private:
+  CpuSimd simd_;
 };
 
-std::unique_ptr<Backend> make_cpu_backend();
+std::unique_ptr<Backend> make_cpu_backend(CpuSimd simd = best_cpu_simd());
 
 }  // namespace tt

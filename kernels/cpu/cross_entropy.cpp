@@ -4,6 +4,7 @@
 
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/storage.h"
+#include "kernels/cpu/vector_exp.h"
 
 namespace tt {
 
@@ -25,12 +26,16 @@ void CpuBackend::cross_entropy_forward_backward(Tensor losses, Tensor dlogits, T
     const int target = y[n];
     const float target_logit = zr[target];  // (read first: dlogits may alias the logits)
     float* dr = dz ? dz + static_cast<int64_t>(n) * V : nullptr;
-    // exp(z - max) once per logit: kept in the gradient row when there is one, for its pass.
+    // exp(z - max) once per logit: kept in the gradient row when there is one, for its pass
+    // (else a chunk at a time on the stack).
     float sum = 0.0f;
-    for (int v = 0; v < V; ++v) {
-      const float e = std::exp(zr[v] - max_logit);
-      if (dr) dr[v] = e;
-      sum += e;
+    constexpr int kChunk = 256;
+    float chunk[kChunk];
+    for (int v0 = 0; v0 < V; v0 += kChunk) {
+      const int width = V - v0 < kChunk ? V - v0 : kChunk;
+      float* e = dr ? dr + v0 : chunk;
+      exp_shifted(zr + v0, max_logit, width, e, simd_);
+      for (int v = 0; v < width; ++v) sum += e[v];
     }
     loss[n] = std::log(sum) + max_logit - target_logit;
     if (dr) {

@@ -23,7 +23,7 @@ void CpuBackend::dropout_forward(Tensor out, Tensor inp, const DropoutMask& drop
   for (int64_t start = 0; start < n; start += block) {
     float scale[block];
     const int64_t count = start + block <= n ? block : n - start;
-    dropout_scales(dropout.key(), dropout.index_offset + static_cast<uint64_t>(start), count, p, scale);
+    dropout_scales(dropout.key(), dropout.index_offset + static_cast<uint64_t>(start), count, p, scale, simd_);
     for (int64_t i = 0; i < count; ++i) y[start + i] = x[start + i] * scale[i];
   }
 }

@@ -1,5 +1,6 @@
 // LayerNorm over the last dimension, forward and backward (CPU), as nn.LayerNorm:
 // biased variance, eps inside the square root.
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -47,19 +48,29 @@ void CpuBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, T
   const float* w = weight.f32();
   const float* mu = mean.f32();
   const float* rs = rstd.f32();
-  // Parameter gradients reduce over rows: threads split the channels, each sums its rows in order.
+  // Parameter gradients reduce over rows: threads split the channels into blocks, and each block
+  // walks the rows in order, so every channel is summed over n = 0..N-1 one add at a time while
+  // the adds of neighbouring channels run side by side in vector registers.
   float* dw = dweight.f32();
   float* db = dbias.f32();
+  constexpr int kChannels = 64;
 #pragma omp parallel for
-  for (int c = 0; c < C; ++c) {
-    float sw = 0.0f, sb = 0.0f;
+  for (int c0 = 0; c0 < C; c0 += kChannels) {
+    const int width = std::min(kChannels, C - c0);
+    float sw[kChannels] = {}, sb[kChannels] = {};
     for (int n = 0; n < N; ++n) {
-      const float xhat = (x[static_cast<int64_t>(n) * C + c] - mu[n]) * rs[n];
-      sw += d[static_cast<int64_t>(n) * C + c] * xhat;
-      sb += d[static_cast<int64_t>(n) * C + c];
+      const float* xr = x + static_cast<int64_t>(n) * C + c0;
+      const float* dr = d + static_cast<int64_t>(n) * C + c0;
+      for (int c = 0; c < width; ++c) {
+        const float xhat = (xr[c] - mu[n]) * rs[n];
+        sw[c] += dr[c] * xhat;
+        sb[c] += dr[c];
+      }
     }
-    dw[c] += sw;
-    db[c] += sb;
+    for (int c = 0; c < width; ++c) {
+      dw[c0 + c] += sw[c];
+      db[c0 + c] += sb[c];
+    }
   }
   // Then the input gradient, row by row (dinp may alias dout: each row is read before it is written).
   float* dx = dinp.f32();
