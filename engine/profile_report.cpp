@@ -76,6 +76,8 @@ std::optional<double> roofline_fraction(double flops, double bytes, double ms, c
 
 namespace {
 
+constexpr int kOpColumn = 27;  // the longest op name the profiler records: activation_dropout_backward
+
 // One row of the table. Values that do not apply (no FLOPs: no TFLOP/s or intensity) print "-".
 void print_row(std::ostream& out, const OpSummary& o, double step_ms, const std::optional<RooflinePeaks>& peaks) {
   char calls[16], gflop[16] = "-", tflops[16] = "-", intensity[16] = "-", gbps[16] = "-", roofline[16] = "-";
@@ -91,7 +93,7 @@ void print_row(std::ostream& out, const OpSummary& o, double step_ms, const std:
     if (const std::optional<double> f = roofline_fraction(o.flops, o.bytes, o.ms, *peaks))
       std::snprintf(roofline, sizeof roofline, "%.1f%%", 100 * *f);
   char line[256];
-  std::snprintf(line, sizeof line, "%-20s %6s %10.3f %6.1f%% %9s %10.3f %8s %8s %8s %9s", o.op.c_str(), calls, o.ms,
+  std::snprintf(line, sizeof line, "%-*s %6s %10.3f %6.1f%% %9s %10.3f %8s %8s %8s %9s", kOpColumn, o.op.c_str(), calls, o.ms,
                 step_ms > 0 ? 100 * o.ms / step_ms : 0.0, gflop, o.bytes / 1e6, tflops, gbps, intensity, roofline);
   out << line << '\n';
 }
@@ -100,7 +102,7 @@ void print_row(std::ostream& out, const OpSummary& o, double step_ms, const std:
 
 void print_profile_table(const ProfileSummary& s, const std::optional<RooflinePeaks>& peaks, std::ostream& out) {
   char line[256];
-  std::snprintf(line, sizeof line, "%-20s %6s %10s %7s %9s %10s %8s %8s %8s %9s", "op", "calls", "ms/step", "share",
+  std::snprintf(line, sizeof line, "%-*s %6s %10s %7s %9s %10s %8s %8s %8s %9s", kOpColumn, "op", "calls", "ms/step", "share",
                 "GFLOP", "MB", "TFLOP/s", "GB/s", "FLOP/B", "roofline");
   const std::string rule(std::char_traits<char>::length(line), '-');
   out << line << '\n' << rule << '\n';
@@ -108,13 +110,13 @@ void print_profile_table(const ProfileSummary& s, const std::optional<RooflinePe
   out << rule << '\n';
   print_row(out, s.total, s.step_ms, peaks);
   // The step as measured on the host: from the call until the backend had finished it.
-  std::snprintf(line, sizeof line, "%-20s %6s %10.3f %6.1f%% %9.3f %10s %8.3f", "step (measured)", "", s.step_ms, 100.0,
+  std::snprintf(line, sizeof line, "%-*s %6s %10.3f %6.1f%% %9.3f %10s %8.3f", kOpColumn, "step (measured)", "", s.step_ms, 100.0,
                 s.total.flops / 1e9, "", s.step_ms > 0 ? s.total.flops / (s.step_ms * 1e-3) / 1e12 : 0.0);
   out << line << '\n';
   // What the ops do not account for: the host's work between them (the engine's own code and
   // the profiler's records) and, on a GPU, the time it sat idle waiting for launches.
   const double outside = s.step_ms - s.total.ms;
-  std::snprintf(line, sizeof line, "%-20s %6s %10.3f %6.1f%%", "outside ops", "", outside,
+  std::snprintf(line, sizeof line, "%-*s %6s %10.3f %6.1f%%", kOpColumn, "outside ops", "", outside,
                 s.step_ms > 0 ? 100 * outside / s.step_ms : 0.0);
   out << line << std::endl;
 }
