@@ -14,6 +14,7 @@
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/storage.h"
 #include "kernels/cpu/dropout_mask.h"
+#include "kernels/cpu/rows_in_turn.h"
 #include "kernels/cpu/vector_exp.h"
 
 namespace tt {
@@ -155,6 +156,45 @@ void head_dropout_masks(const DropoutMask& dropout, const DropoutKey& key, int64
     std::fill(masks, masks + n, 1.0f);
 }
 
+constexpr int kSoftmaxRows = 8;  // rows whose in-order max and sum chains run side by side
+
+// The softmax of rows t0 .. t0 + kRows - 1 of a head's (T,T) scores, in place: each over the keys
+// it sees (all T, or t + 1 when causal), the rest set to 0. Max, exp(x - max), sum in key
+// order, times 1/sum: the plain loop's operations, the rows' chains interleaved (rows_in_turn.h).
+template <int kRows>
+void softmax_rows(float* Ph, int t0, int T, bool causal, CpuSimd simd) {
+  auto row = [&](int r) { return Ph + static_cast<int64_t>(t0 + r) * T; };
+  auto visible = [&](int r) { return causal ? t0 + r + 1 : T; };
+  float max_score[kRows], sum[kRows];
+  for (int r = 0; r < kRows; ++r) max_score[r] = -INFINITY, sum[r] = 0.0f;
+  rows_in_turn<kRows>(visible, [&](int r, int j) { max_score[r] = std::fmax(max_score[r], row(r)[j]); });
+  for (int r = 0; r < kRows; ++r) exp_shifted(row(r), max_score[r], visible(r), row(r), simd);
+  rows_in_turn<kRows>(visible, [&](int r, int j) { sum[r] += row(r)[j]; });
+  for (int r = 0; r < kRows; ++r) {
+    const float inv_sum = 1.0f / sum[r];
+    float* prow = row(r);
+    for (int t2 = 0; t2 < visible(r); ++t2) prow[t2] *= inv_sum;
+    for (int t2 = visible(r); t2 < T; ++t2) prow[t2] = 0.0f;
+  }
+}
+
+// The softmax's backward for rows t0 .. t0 + kRows - 1, in place over dP (dS): dscore = P (dP -
+// sum P dP) over the keys each row sees, 0 elsewhere; the sums in key order, rows interleaved.
+template <int kRows>
+void softmax_backward_rows(const float* Ph, float* dSh, int t0, int T, bool causal) {
+  auto offset = [&](int r) { return static_cast<int64_t>(t0 + r) * T; };
+  auto visible = [&](int r) { return causal ? t0 + r + 1 : T; };
+  float dot_pdp[kRows];  // sum_t2 P[t2] dP[t2]
+  for (int r = 0; r < kRows; ++r) dot_pdp[r] = 0.0f;
+  rows_in_turn<kRows>(visible, [&](int r, int j) { dot_pdp[r] += Ph[offset(r) + j] * dSh[offset(r) + j]; });
+  for (int r = 0; r < kRows; ++r) {
+    const float* prow = Ph + offset(r);
+    float* dsrow = dSh + offset(r);
+    for (int t2 = 0; t2 < visible(r); ++t2) dsrow[t2] = prow[t2] * (dsrow[t2] - dot_pdp[r]);
+    for (int t2 = visible(r); t2 < T; ++t2) dsrow[t2] = 0.0f;  // masked scores get no gradient
+  }
+}
+
 }  // namespace
 
 // qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T) (softmax weights, before dropout)
@@ -185,19 +225,13 @@ void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const A
         transpose_head(x, T, HS, [&](int t) { return at.k(b, t, h); }, kT.data());
         // scores (T,T) = (q scale) k^T, every key (the causal rows ignore the ones they cannot see)
         ordered_matmul(simd_, T, T, HS, Strided{q_scaled.data(), HS, 1}, kT.data(), T, Ph, T, Band::All);
-        for (int t = 0; t < T; ++t) {
-          float* prow = Ph + static_cast<int64_t>(t) * T;
-          const int visible = s.causal ? t + 1 : T;  // keys a query may attend to
-          float max_score = -INFINITY;
-          for (int t2 = 0; t2 < visible; ++t2) max_score = std::fmax(max_score, prow[t2]);
-          exp_shifted(prow, max_score, visible, prow, simd_);
-          float sum = 0.0f;
-          for (int t2 = 0; t2 < visible; ++t2) sum += prow[t2];
-          const float inv_sum = 1.0f / sum;
-          for (int t2 = 0; t2 < visible; ++t2) prow[t2] *= inv_sum;
-          for (int t2 = visible; t2 < T; ++t2) prow[t2] = 0.0f;
-          for (int t2 = 0; t2 < T; ++t2) weights[static_cast<size_t>(t) * T + t2] = prow[t2] * masks[static_cast<size_t>(t) * T + t2];
+        for (int t0 = 0; t0 < T; t0 += kSoftmaxRows) {  // the softmax of each row, over the keys it sees
+          if (t0 + kSoftmaxRows <= T)
+            softmax_rows<kSoftmaxRows>(Ph, t0, T, s.causal, simd_);
+          else
+            for (int t = t0; t < T; ++t) softmax_rows<1>(Ph, t, T, s.causal, simd_);
         }
+        for (int64_t i = 0; i < static_cast<int64_t>(T) * T; ++i) weights[i] = Ph[i] * masks[i];
         // out (T,HS) = dropped-out weights (T,T) x v (T,HS), over the keys each query sees
         ordered_matmul(simd_, T, HS, T, Strided{weights.data(), T, 1}, x + at.v(b, 0, h), 3 * C, o + at.head_row(b, 0, h), C,
                        s.causal ? Band::UpToRow : Band::All);
@@ -237,24 +271,25 @@ void CpuBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Ten
         // out_t = sum_t2 m[t2] P[t2] v_t2, with m the dropout factor:
         // dP[t2] = m (dout_t . v_t2), and dv_t2 = sum_t m P dout_t
         ordered_matmul(simd_, T, T, HS, Strided{dOh, C, 1}, vT.data(), T, dSh, T, Band::All);  // dout_t . v_t2
-        for (int t = 0; t < T; ++t) {
+        for (int t = 0; t < T; ++t) {  // dP = m (dout . v) and the dropped-out weights m P
           const int visible = s.causal ? t + 1 : T;
           const float* prow = Ph + static_cast<int64_t>(t) * T;
           const float* mask = masks.data() + static_cast<int64_t>(t) * T;
           float* dsrow = dSh + static_cast<int64_t>(t) * T;
           float* wrow = weights.data() + static_cast<int64_t>(t) * T;
-          float* grow = g.data() + static_cast<int64_t>(t) * T;
-          float dot_pdp = 0.0f;  // sum_t2 P[t2] dP[t2], for the softmax backward
           for (int t2 = 0; t2 < visible; ++t2) {
             wrow[t2] = mask[t2] * prow[t2];
             dsrow[t2] = mask[t2] * dsrow[t2];
-            dot_pdp += prow[t2] * dsrow[t2];
           }
-          // softmax backward: dscore = P (dP - sum P dP); masked scores get no gradient
-          for (int t2 = 0; t2 < visible; ++t2) dsrow[t2] = prow[t2] * (dsrow[t2] - dot_pdp);
-          for (int t2 = visible; t2 < T; ++t2) dsrow[t2] = wrow[t2] = 0.0f;
-          for (int t2 = 0; t2 < T; ++t2) grow[t2] = dsrow[t2] * scale;  // score = (q scale) . k
+          for (int t2 = visible; t2 < T; ++t2) wrow[t2] = 0.0f;
         }
+        for (int t0 = 0; t0 < T; t0 += kSoftmaxRows) {  // dP -> dscore, row by row
+          if (t0 + kSoftmaxRows <= T)
+            softmax_backward_rows<kSoftmaxRows>(Ph, dSh, t0, T, s.causal);
+          else
+            for (int t = t0; t < T; ++t) softmax_backward_rows<1>(Ph, dSh, t, T, s.causal);
+        }
+        for (int64_t i = 0; i < static_cast<int64_t>(T) * T; ++i) g[i] = dSh[i] * scale;  // score = (q scale) . k
         const Band queries_of_key = s.causal ? Band::FromRow : Band::All;  // a key is seen by queries t >= t2
         // dv (T,HS) = weights^T (T,T) x dout (T,HS)
         ordered_matmul(simd_, T, HS, T, Strided{weights.data(), 1, T}, dOh, C, dx + at.v(b, 0, h), 3 * C, queries_of_key);
