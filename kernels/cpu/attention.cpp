@@ -167,7 +167,12 @@ void softmax_rows(float* Ph, int t0, int T, bool causal, CpuSimd simd) {
   auto visible = [&](int r) { return causal ? t0 + r + 1 : T; };
   float max_score[kRows], sum[kRows];
   for (int r = 0; r < kRows; ++r) max_score[r] = -INFINITY, sum[r] = 0.0f;
-  rows_in_turn<kRows>(visible, [&](int r, int j) { max_score[r] = std::fmax(max_score[r], row(r)[j]); });
+  // the max as std::fmax takes it (NaNs skipped), inline: std::fmax is a libm call. (Where fmax
+  // might pick the other zero of +0 and -0, exp(x - max) is the same: exp(+-0) = 1.)
+  rows_in_turn<kRows>(visible, [&](int r, int j) {
+    const float score = row(r)[j];
+    max_score[r] = score > max_score[r] ? score : max_score[r];
+  });
   for (int r = 0; r < kRows; ++r) exp_shifted(row(r), max_score[r], visible(r), row(r), simd);
   rows_in_turn<kRows>(visible, [&](int r, int j) { sum[r] += row(r)[j]; });
   for (int r = 0; r < kRows; ++r) {
