@@ -25,6 +25,8 @@ void CpuBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor
 // dout (B,T,C) -> dwte (V,C) +=, dwpe (maxT,C) +=
 // Several tokens may share an id, so rows are accumulated in a fixed (b,t) order per
 // channel block: threads split the channels, never the tokens, which keeps it deterministic.
+// Within a block, each token's row span is added at once (contiguous: vector adds), and every
+// element still receives its tokens' gradients in (b,t) order.
 void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) {
   Fp32Scope fp32({&dout});  // bf16/fp16 storage: see storage.h
   const int B = tokens.shape[0], T = tokens.shape[1], C = dwte.shape[1];
@@ -32,12 +34,18 @@ void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tenso
   const float* d = dout.f32();
   float* dtable = dwte.f32();
   float* dpos = dwpe.data ? dwpe.f32() : nullptr;
+  constexpr int kChannels = 64;
 #pragma omp parallel for
-  for (int c = 0; c < C; ++c) {
+  for (int c0 = 0; c0 < C; c0 += kChannels) {
+    const int width = C - c0 < kChannels ? C - c0 : kChannels;
     for (int bt = 0; bt < B * T; ++bt) {
-      float g = d[static_cast<int64_t>(bt) * C + c];
-      dtable[static_cast<int64_t>(ids[bt]) * C + c] += g;
-      if (dpos) dpos[static_cast<int64_t>(bt % T) * C + c] += g;
+      const float* g = d + static_cast<int64_t>(bt) * C + c0;
+      float* dt = dtable + static_cast<int64_t>(ids[bt]) * C + c0;
+      for (int c = 0; c < width; ++c) dt[c] += g[c];
+      if (dpos) {
+        float* dp = dpos + static_cast<int64_t>(bt % T) * C + c0;
+        for (int c = 0; c < width; ++c) dp[c] += g[c];
+      }
     }
   }
 }

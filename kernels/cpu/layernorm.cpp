@@ -5,9 +5,62 @@
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/rows_in_turn.h"
 #include "kernels/cpu/storage.h"
 
 namespace tt {
+
+namespace {
+
+constexpr int kRowsInTurn = 8;  // rows whose in-order sums over the channels run side by side
+
+// Rows n0 .. n0 + kRows - 1: mean, biased variance, rstd, and the normalised, scaled rows. Each
+// row's sums run over c in order, as alone; the rows' chains are interleaved (rows_in_turn.h).
+template <int kRows>
+void layernorm_forward_rows(const float* x, const float* w, const float* b, float* o, float* mu, float* rs, int n0,
+                            int C, float eps) {
+  auto xr = [&](int r) { return x + static_cast<int64_t>(n0 + r) * C; };
+  auto channels = [&](int) { return C; };
+  float sum[kRows], m[kRows], var[kRows];
+  for (int r = 0; r < kRows; ++r) sum[r] = 0.0f, var[r] = 0.0f;
+  rows_in_turn<kRows>(channels, [&](int r, int c) { sum[r] += xr(r)[c]; });
+  for (int r = 0; r < kRows; ++r) m[r] = sum[r] / C;
+  rows_in_turn<kRows>(channels, [&](int r, int c) { var[r] += (xr(r)[c] - m[r]) * (xr(r)[c] - m[r]); });
+  for (int r = 0; r < kRows; ++r) {
+    const float rstd = 1.0f / std::sqrt(var[r] / C + eps);
+    float* orow = o + static_cast<int64_t>(n0 + r) * C;
+    for (int c = 0; c < C; ++c) orow[c] = (xr(r)[c] - m[r]) * rstd * w[c] + b[c];
+    mu[n0 + r] = m[r];
+    rs[n0 + r] = rstd;
+  }
+}
+
+// The input gradient of rows n0 .. n0 + kRows - 1 (dinp may alias dout: a row is written after
+// all the block's rows are read), the two means over the channels in order, rows interleaved.
+template <int kRows>
+void layernorm_backward_rows(const float* x, const float* d, const float* w, const float* mu, const float* rs,
+                             float* dx, int n0, int C) {
+  auto at = [&](int r) { return static_cast<int64_t>(n0 + r) * C; };
+  float mean_g[kRows], mean_gx[kRows];
+  for (int r = 0; r < kRows; ++r) mean_g[r] = 0.0f, mean_gx[r] = 0.0f;
+  rows_in_turn<kRows>([&](int) { return C; }, [&](int r, int c) {
+    const float xhat = (x[at(r) + c] - mu[n0 + r]) * rs[n0 + r];
+    const float g = d[at(r) + c] * w[c];
+    mean_g[r] += g;
+    mean_gx[r] += g * xhat;
+  });
+  for (int r = 0; r < kRows; ++r) {
+    const int n = n0 + r;
+    mean_g[r] /= C;
+    mean_gx[r] /= C;
+    for (int c = 0; c < C; ++c) {
+      const float xhat = (x[at(r) + c] - mu[n]) * rs[n];
+      dx[at(r) + c] = rs[n] * (d[at(r) + c] * w[c] - mean_g[r] - xhat * mean_gx[r]);
+    }
+  }
+}
+
+}  // namespace
 
 // inp (N,C), weight (C), bias (C) -> out (N,C), mean (N), rstd (N)
 void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
@@ -21,18 +74,11 @@ void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor 
   float* mu = mean.f32();
   float* rs = rstd.f32();
 #pragma omp parallel for
-  for (int n = 0; n < N; ++n) {
-    const float* xr = x + static_cast<int64_t>(n) * C;
-    float sum = 0.0f;
-    for (int c = 0; c < C; ++c) sum += xr[c];
-    const float m = sum / C;
-    float var = 0.0f;
-    for (int c = 0; c < C; ++c) var += (xr[c] - m) * (xr[c] - m);
-    const float r = 1.0f / std::sqrt(var / C + eps);
-    float* orow = o + static_cast<int64_t>(n) * C;
-    for (int c = 0; c < C; ++c) orow[c] = (xr[c] - m) * r * w[c] + b[c];
-    mu[n] = m;
-    rs[n] = r;
+  for (int n0 = 0; n0 < N; n0 += kRowsInTurn) {
+    if (n0 + kRowsInTurn <= N)
+      layernorm_forward_rows<kRowsInTurn>(x, w, b, o, mu, rs, n0, C, eps);
+    else
+      for (int n = n0; n < N; ++n) layernorm_forward_rows<1>(x, w, b, o, mu, rs, n, C, eps);
   }
 }
 
@@ -75,23 +121,11 @@ void CpuBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, T
   // Then the input gradient, row by row (dinp may alias dout: each row is read before it is written).
   float* dx = dinp.f32();
 #pragma omp parallel for
-  for (int n = 0; n < N; ++n) {
-    const float* xr = x + static_cast<int64_t>(n) * C;
-    const float* dr = d + static_cast<int64_t>(n) * C;
-    float mean_g = 0.0f, mean_gx = 0.0f;
-    for (int c = 0; c < C; ++c) {
-      const float xhat = (xr[c] - mu[n]) * rs[n];
-      const float g = dr[c] * w[c];
-      mean_g += g;
-      mean_gx += g * xhat;
-    }
-    mean_g /= C;
-    mean_gx /= C;
-    float* dxr = dx + static_cast<int64_t>(n) * C;
-    for (int c = 0; c < C; ++c) {
-      const float xhat = (xr[c] - mu[n]) * rs[n];
-      dxr[c] = rs[n] * (dr[c] * w[c] - mean_g - xhat * mean_gx);
-    }
+  for (int n0 = 0; n0 < N; n0 += kRowsInTurn) {
+    if (n0 + kRowsInTurn <= N)
+      layernorm_backward_rows<kRowsInTurn>(x, d, w, mu, rs, dx, n0, C);
+    else
+      for (int n = n0; n < N; ++n) layernorm_backward_rows<1>(x, d, w, mu, rs, dx, n, C);
   }
 }
 
