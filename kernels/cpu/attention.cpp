@@ -3,9 +3,10 @@
 // the weights, times v. Forward and backward (CPU). Each (batch, head) pair is independent,
 // so OpenMP splits over them and every thread writes its own slices: deterministic.
 //
-// Per head the work is five small matrix products, (T,HS)x(HS,T) or (T,T)x(T,HS), plus the
-// softmax. They run through ordered_matmul below, which keeps every sum in its natural order
-// (one add at a time over the inner index) while computing many outputs side by side.
+// Per head the work is six small matrix products (two forward, four backward), (T,HS)x(HS,T) or
+// (T,T)x(T,HS), plus the softmax. They run through ordered_matmul below, which keeps every sum
+// in its natural order (one add at a time over the inner index) while computing many outputs
+// side by side.
 #include <algorithm>
 #include <cmath>
 #include <cstring>

@@ -1,6 +1,8 @@
 // The CPU backend: the readable reference every other backend is tested against.
 // Plain C++ loops parallelised with OpenMP over independent rows, OpenBLAS sgemm for the
-// matmuls. Each op family lives in its own file (embedding.cpp, linear.cpp, ...).
+// matmuls. Each op family lives in its own file (embedding.cpp, linear.cpp, ...). Where a loop
+// is vectorised by hand (dropout masks, attention, exp: cpu_simd.h) it keeps every sum's order,
+// so the bits are those of the plain loop at any vector width.
 #pragma once
 #include <memory>
 
