@@ -20,22 +20,6 @@ void for_each_element(int64_t n, float* y, Element f) {
   for (int64_t i = 0; i < n; ++i) y[i] = f(i);
 }
 
-// Calls block(start, count, factor) for blocks of elements [start, start + count) of a mask,
-// factor holding their dropout factors; threads over blocks. Blocks hold a multiple of 4
-// elements so each Philox group stays in one block.
-template <typename Block>
-void for_each_mask_block(int64_t n, const DropoutMask& dropout, CpuSimd simd, Block block) {
-  constexpr int64_t kBlock = 256;
-  const DropoutKey key = dropout.key();
-#pragma omp parallel for
-  for (int64_t start = 0; start < n; start += kBlock) {
-    float factor[kBlock];
-    const int64_t count = start + kBlock <= n ? kBlock : n - start;
-    dropout_scales(key, dropout.index_offset + static_cast<uint64_t>(start), count, dropout.p, factor, simd);
-    block(start, count, factor);
-  }
-}
-
 // y = act(x) * factor, element by element
 template <typename Act>
 void activation_dropout(int64_t n, const DropoutMask& dropout, CpuSimd simd, const float* x, float* y, Act act) {

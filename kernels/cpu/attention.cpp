@@ -157,8 +157,6 @@ void head_dropout_masks(const DropoutMask& dropout, const DropoutKey& key, int64
     std::fill(masks, masks + n, 1.0f);
 }
 
-constexpr int kSoftmaxRows = 8;  // rows whose in-order max and sum chains run side by side
-
 // The softmax of rows t0 .. t0 + kRows - 1 of a head's (T,T) scores, in place: each over the keys
 // it sees (all T, or t + 1 when causal), the rest set to 0. Max, exp(x - max), sum in key
 // order, times 1/sum: the plain loop's operations, the rows' chains interleaved (rows_in_turn.h).
@@ -231,9 +229,9 @@ void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const A
         transpose_head(x, T, HS, [&](int t) { return at.k(b, t, h); }, kT.data());
         // scores (T,T) = (q scale) k^T, every key (the causal rows ignore the ones they cannot see)
         ordered_matmul(simd_, T, T, HS, Strided{q_scaled.data(), HS, 1}, kT.data(), T, Ph, T, Band::All);
-        for (int t0 = 0; t0 < T; t0 += kSoftmaxRows) {  // the softmax of each row, over the keys it sees
-          if (t0 + kSoftmaxRows <= T)
-            softmax_rows<kSoftmaxRows>(Ph, t0, T, s.causal, simd_);
+        for (int t0 = 0; t0 < T; t0 += kRowsInTurn) {  // the softmax of each row, over the keys it sees
+          if (t0 + kRowsInTurn <= T)
+            softmax_rows<kRowsInTurn>(Ph, t0, T, s.causal, simd_);
           else
             for (int t = t0; t < T; ++t) softmax_rows<1>(Ph, t, T, s.causal, simd_);
         }
@@ -289,9 +287,9 @@ void CpuBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Ten
           }
           for (int t2 = visible; t2 < T; ++t2) wrow[t2] = 0.0f;
         }
-        for (int t0 = 0; t0 < T; t0 += kSoftmaxRows) {  // dP -> dscore, row by row
-          if (t0 + kSoftmaxRows <= T)
-            softmax_backward_rows<kSoftmaxRows>(Ph, dSh, t0, T, s.causal);
+        for (int t0 = 0; t0 < T; t0 += kRowsInTurn) {  // dP -> dscore, row by row
+          if (t0 + kRowsInTurn <= T)
+            softmax_backward_rows<kRowsInTurn>(Ph, dSh, t0, T, s.causal);
           else
             for (int t = t0; t < T; ++t) softmax_backward_rows<1>(Ph, dSh, t, T, s.causal);
         }

@@ -12,8 +12,6 @@ namespace tt {
 
 namespace {
 
-constexpr int kRowsInTurn = 8;  // rows whose in-order max and sum chains run side by side
-
 // Rows n0 .. n0 + kRows - 1 of logits z (.,V): their losses and, when dz is given, their logit
 // gradients. exp(z - max) is computed once per logit and kept in the gradient row (or, without
 // one, in this thread's scratch rows) for the gradient's pass. The max and the sum run over the

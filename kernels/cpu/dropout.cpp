@@ -18,14 +18,9 @@ void CpuBackend::dropout_forward(Tensor out, Tensor inp, const DropoutMask& drop
       for (int64_t i = 0; i < n; ++i) y[i] = x[i];
     return;
   }
-  const int64_t block = 256;  // elements per task; a multiple of 4 so Philox groups stay whole
-#pragma omp parallel for
-  for (int64_t start = 0; start < n; start += block) {
-    float scale[block];
-    const int64_t count = start + block <= n ? block : n - start;
-    dropout_scales(dropout.key(), dropout.index_offset + static_cast<uint64_t>(start), count, p, scale, simd_);
-    for (int64_t i = 0; i < count; ++i) y[start + i] = x[start + i] * scale[i];
-  }
+  for_each_mask_block(n, dropout, simd_, [=](int64_t start, int64_t count, const float* factor) {
+    for (int64_t i = 0; i < count; ++i) y[start + i] = x[start + i] * factor[i];
+  });
 }
 
 // dout (n) -> dinp (n), may alias: the same mask and scale as the forward

@@ -19,4 +19,21 @@ namespace tt {
 void dropout_scales(const DropoutKey& key, uint64_t start, int64_t count, float p, float* out,
                     CpuSimd simd = best_cpu_simd());
 
+// Calls block(start, count, factor) for the blocks [start, start + count) of an n-element mask,
+// factor holding their dropout factors (dropout_scales); OpenMP threads over blocks. Blocks hold
+// a multiple of 4 elements so each Philox group stays in one block. The CPU's dropout and fused
+// activation-dropout ops are each one such loop.
+template <typename Block>
+void for_each_mask_block(int64_t n, const DropoutMask& dropout, CpuSimd simd, Block block) {
+  constexpr int64_t kBlock = 256;
+  const DropoutKey key = dropout.key();
+#pragma omp parallel for
+  for (int64_t start = 0; start < n; start += kBlock) {
+    float factor[kBlock];
+    const int64_t count = start + kBlock <= n ? kBlock : n - start;
+    dropout_scales(key, dropout.index_offset + static_cast<uint64_t>(start), count, dropout.p, factor, simd);
+    block(start, count, factor);
+  }
+}
+
 }  // namespace tt

@@ -12,8 +12,6 @@ namespace tt {
 
 namespace {
 
-constexpr int kRowsInTurn = 8;  // rows whose in-order sums over the channels run side by side
-
 // Rows n0 .. n0 + kRows - 1: mean, biased variance, rstd, and the normalised, scaled rows. Each
 // row's sums run over c in order, as alone; the rows' chains are interleaved (rows_in_turn.h).
 template <int kRows>

@@ -10,6 +10,10 @@
 
 namespace tt {
 
+// Rows per group for the CPU kernels' row reductions (softmaxes, cross-entropy, LayerNorm):
+// enough chains to keep the adders busy, few enough accumulators for the registers.
+constexpr int kRowsInTurn = 8;
+
 // step(r, j) for r < kRows and j < length(r), in increasing j within each row.
 template <int kRows, typename Length, typename Step>
 inline void rows_in_turn(Length length, Step step) {
