@@ -9,7 +9,7 @@
 #include <cstdio>
 #include <cstring>
 
-#include "engine/config.h"
+#include "base/input_error.h"
 
 namespace tt {
 

@@ -2,7 +2,7 @@
 // shards and tokenizer files it writes, and those files read back by later runs.
 // Reads take regular files only (a FIFO or /dev/zero would block or never end) and know the
 // size before they allocate; writes are atomic (a reader sees the old file or the whole new
-// one, even after a crash), the way engine/safetensors writes.
+// one, even after a crash), the way engine/io/safetensors writes.
 #pragma once
 #include <cstddef>
 #include <cstdint>

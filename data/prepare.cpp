@@ -14,7 +14,7 @@
 #include "data/file_io.h"
 #include "data/token_shard.h"
 #include "data/tokenizer.h"
-#include "engine/config.h"
+#include "base/input_error.h"
 #include "kernels/common/philox.h"
 
 namespace tt {

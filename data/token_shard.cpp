@@ -6,7 +6,7 @@
 #include <stdexcept>
 
 #include "data/file_io.h"
-#include "engine/config.h"
+#include "base/input_error.h"
 
 namespace tt {
 namespace {

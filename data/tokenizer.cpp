@@ -8,8 +8,8 @@
 #include <unordered_map>
 
 #include "data/file_io.h"
-#include "engine/checked_input.h"
-#include "engine/config.h"
+#include "base/checked_input.h"
+#include "base/input_error.h"
 
 namespace tt {
 namespace {

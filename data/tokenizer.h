@@ -86,7 +86,7 @@ constexpr const char* kTokenizerModelFile = "tokenizer.model";
 std::string tokenizer_json(const Tokenizer& tokenizer);
 
 // The tokenizer described by dir/tokenizer.json. Every field is checked for type and range
-// (engine/checked_input.h), "model" must name a file in dir, and the tokenizer must have
+// (base/checked_input.h), "model" must name a file in dir, and the tokenizer must have
 // vocab_size ids; errors are one InputError naming the file.
 std::unique_ptr<Tokenizer> load_tokenizer(const std::string& dir);
 

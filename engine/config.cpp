@@ -5,7 +5,7 @@
 #include <cmath>
 #include <nlohmann/json.hpp>
 
-#include "engine/checked_input.h"
+#include "base/checked_input.h"
 
 namespace tt {
 

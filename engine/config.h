@@ -4,15 +4,10 @@
 #include <stdexcept>
 #include <string>
 
+#include "base/input_error.h"
 #include "kernels/backend.h"
 
 namespace tt {
-
-// A user-facing error: bad input, a bad config, a bad file. The CLI prints what() on one
-// line and exits non-zero; anything else escaping is a bug.
-struct InputError : std::runtime_error {
-  using std::runtime_error::runtime_error;
-};
 
 enum class PosEmbedding { None, Learned };
 
@@ -78,7 +73,7 @@ LrScheduleKind parse_lr_schedule(const std::string& name);   // throws InputErro
 PosEmbedding parse_pos_embedding(const std::string& name);   // throws InputError
 
 // The reference format's JSON spelling (see docs/reference-format.md). The readers check
-// every field's type and range (engine/checked_input.h), refuse unknown fields, then
+// every field's type and range (base/checked_input.h), refuse unknown fields, then
 // validate; each error is one InputError starting with `where` (e.g. "ref.safetensors:
 // metadata 'config'").
 std::string model_config_to_json(const ModelConfig& c);

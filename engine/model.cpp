@@ -145,7 +145,7 @@ Tensor Model::layer_input(int l) const { return l == 0 ? embedded_ : layer_outpu
 Tensor Model::head_input() const { return config_.norm_first ? final_norm_ : layer_output(config_.n_layer - 1); }
 
 // Named scopes (Backend::range_push): "forward" around the whole pass, "layer l" around each
-// layer, so a profile (engine/profiler.h) shows where the time of a pass goes.
+// layer, so a profile (engine/profile/profiler.h) shows where the time of a pass goes.
 void Model::forward(Tensor tokens, const DropoutContext& ctx) {
   const BackendRange scope(backend_, "forward");
   backend_.embedding_forward(embedded_, tokens, p_.embed, p_.pos_embed);

@@ -9,7 +9,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/data.h"
+#include "engine/token_batch.h"
 
 namespace tt {
 
@@ -63,29 +63,28 @@ ArenaPlan Trainer::plan_batch(int B, int T) {
   return plan;
 }
 
-Trainer::Trainer(Backend& backend, const ModelConfig& model, const AdamWConfig& optimizer, int B, int T,
-                 uint64_t seed, Precision precision, const LossScalerConfig& scaler, Recompute recompute,
-                 int grad_accum, Communicator* comm, const DataParallelOptions& data_parallel)
+Trainer::Trainer(Backend& backend, const TrainOptions& o, Communicator* comm)
     : backend_(backend),
       own_comm_(comm ? nullptr : make_single_rank_communicator()),
       comm_(comm ? comm : own_comm_.get()),
       // (one rank has nothing to shard: ZeRO-1 is plain AdamW there)
-      data_parallel_(comm_->world_size() > 1 ? data_parallel : DataParallelOptions{0, 0}),
+      data_parallel_(comm_->world_size() > 1 ? o.data_parallel : DataParallelOptions{0, 0}),
       // (the world size and grad_accum are checked first: B / W / grad_accum sizes everything
       // the model plans)
-      model_((check_data_parallel(data_parallel), check_grad_accum(rows_per_rank(B, *comm_), grad_accum), backend),
-             model, rows_per_rank(B, *comm_) / grad_accum, T, activation_dtype(precision), recompute,
-             data_parallel_.zero_stage == 1 ? comm_->world_size() : 1),
-      optimizer_(backend, optimizer,
+      model_((check_data_parallel(o.data_parallel), check_grad_accum(rows_per_rank(o.run.batch, *comm_), o.grad_accum),
+              backend),
+             o.model, rows_per_rank(o.run.batch, *comm_) / o.grad_accum, o.run.seq, activation_dtype(o.precision),
+             o.recompute, data_parallel_.zero_stage == 1 ? comm_->world_size() : 1),
+      optimizer_(backend, o.optimizer,
                  optimizer_elements(model_.layout(), comm_->world_size(), data_parallel_.zero_stage)),
-      scaler_(backend, scaler),
-      batch_(backend, plan_batch(rows_per_rank(B, *comm_), T)),
-      seed_(seed),
-      global_B_(B),
-      B_(rows_per_rank(B, *comm_)),
-      T_(T),
-      first_row_(comm_->rank() * rows_per_rank(B, *comm_)),
-      grad_accum_(grad_accum) {
+      scaler_(backend, loss_scaler_for(o.precision, o.loss_scaler)),
+      batch_(backend, plan_batch(rows_per_rank(o.run.batch, *comm_), o.run.seq)),
+      seed_(o.run.seed),
+      global_B_(o.run.batch),
+      B_(rows_per_rank(o.run.batch, *comm_)),
+      T_(o.run.seq),
+      first_row_(comm_->rank() * rows_per_rank(o.run.batch, *comm_)),
+      grad_accum_(o.grad_accum) {
   if (comm_->world_size() == 1) return;
   if (data_parallel_.zero_stage == 1) {
     grad_shard_ = std::make_unique<Arena>(backend, plan_grad_shard(model_.layout().shard_elements(comm_->world_size())));

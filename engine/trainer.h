@@ -9,8 +9,8 @@
 
 #include "kernels/arena.h"
 #include "engine/config.h"
-#include "engine/mfu.h"
 #include "engine/model.h"
+#include "engine/train_options.h"
 #include "optim/adamw.h"
 #include "optim/loss_scaler.h"
 #include "parallel/communicator.h"
@@ -18,21 +18,8 @@
 
 namespace tt {
 
-// How several ranks share a step (docs/parallel.md). Ignored with one rank.
-struct DataParallelOptions {
-  // --zero: 0, every rank holds all of AdamW's state and updates every parameter; 1 (ZeRO-1),
-  // rank r holds the state of its 1/W shard of the flat parameters: the gradients are
-  // reduce-scattered (each rank gets the sum of its shard), each rank updates its shard, and
-  // the parameters are all-gathered.
-  int zero_stage = 0;
-  // --bucket-mb (zero 0): the gradients are all-reduced in buckets of at least this many MiB
-  // as the backward finishes them, overlapping the rest of the backward on NCCL; 0: one
-  // all-reduce of the whole buffer after the backward.
-  double bucket_mib = 1.0;
-};
-
 // Everything a training step reads that earlier steps wrote, on the host and unsharded:
-// what a checkpoint holds besides the step (engine/checkpoint.h). The data and the dropout
+// what a checkpoint holds besides the step (engine/io/checkpoint.h). The data and the dropout
 // masks are not here: they are pure functions of (seed, step).
 struct TrainingState {
   std::vector<float> params;               // (P) master weights, ParamLayout order
@@ -46,15 +33,13 @@ struct TrainingState {
 
 class Trainer {
  public:
-  // B is the global batch of one optimizer step. With a communicator of W ranks (nullptr:
-  // one rank), this rank takes rows [rank B/W, (rank+1) B/W) (W must divide B); with
-  // grad_accum K it runs them as K micro-batches (K must divide B/W), and activations are
-  // planned for B/(W K) rows. Every row keeps its global index: its tokens and dropout
-  // masks are those of the single-process run.
-  Trainer(Backend& backend, const ModelConfig& model, const AdamWConfig& optimizer, int B, int T, uint64_t seed,
-          Precision precision = Precision::FP32, const LossScalerConfig& scaler = LossScalerConfig{},
-          Recompute recompute = Recompute::None, int grad_accum = 1, Communicator* comm = nullptr,
-          const DataParallelOptions& data_parallel = DataParallelOptions{});
+  // B = options.run.batch is the global batch of one optimizer step. With a communicator of W
+  // ranks (nullptr: one rank), this rank takes rows [rank B/W, (rank+1) B/W) (W must divide B);
+  // with options.grad_accum K it runs them as K micro-batches (K must divide B/W), and
+  // activations are planned for B/(W K) rows. Every row keeps its global index: its tokens and
+  // dropout masks are those of the single-process run. Reads the options' first group
+  // (engine/train_options.h); the loss scaler is dynamic exactly for fp16 (loss_scaler_for).
+  Trainer(Backend& backend, const TrainOptions& options, Communicator* comm = nullptr);
 
   // What the trainer's own arena holds (x, y, step, losses, loss_sum) for B rows, before
   // anything is allocated.
@@ -156,40 +141,5 @@ void check_grad_accum(int batch, int grad_accum);
 void check_world_size(int batch, int world_size);
 // Throws InputError unless --zero is 0 or 1 and --bucket-mb is finite and not negative.
 void check_data_parallel(const DataParallelOptions& data_parallel);
-
-// `train --save-dir DIR --save-every N --keep K --resume DIR|FILE` (engine/checkpoint.h).
-struct CheckpointOptions {
-  std::string save_dir;  // "": no checkpoints; else DIR/ckpt_<step, 8 digits>.safetensors
-  int save_every = 0;    // save after every N-th step; the last step is always saved; 0: the last only
-  int keep = 0;          // keep the newest K checkpoints of save_dir, delete older ones; 0: keep all
-  std::string resume;    // "": start at step 0; a directory: its latest checkpoint; a file: that one
-};
-
-// `train --data DIR --eval-every N --eval-batches K` (engine/token_dataset.h).
-struct DataOptions {
-  std::string dir;       // "": the seed workload's random tokens
-  int eval_every = 0;    // validation loss before every N-th step and after the last; 0: never
-  int eval_batches = 8;  // batches of --batch fixed windows of val.bin per evaluation
-};
-
-struct TrainOptions {
-  ModelConfig model;
-  AdamWConfig optimizer;
-  RunConfig run;
-  int log_every = 10;
-  bool cuda_graph = true;  // replay each step as one CUDA graph where the backend has graphs
-  Precision precision = Precision::FP32;
-  Recompute recompute = Recompute::None;
-  int grad_accum = 1;
-  LossScalerConfig loss_scaler;  // .dynamic is set from the precision (fp16 only)
-  DataParallelOptions data_parallel;
-  // The ranks the memory plan is for (`plan --ranks`); `train` sets it from its launch.
-  int ranks = 1;
-  CheckpointOptions checkpoint;
-  DataOptions data;
-  std::string metrics_path;  // --metrics FILE.jsonl (engine/metrics_log.h); "": none
-  std::string init_from;     // --init-from FILE: initial parameters from a state_dict safetensors
-  MfuReference mfu;          // the measured peak the log's MFU is against (engine/mfu.h); none: no MFU
-};
 
 }  // namespace tt

@@ -70,7 +70,7 @@ class Backend {
   virtual void end_capture() {}
   virtual void replay_graph() {}
 
-  // ---- observability: named scopes and op timing (`tinytrain profile`, engine/profiler.h) ----
+  // ---- observability: named scopes and op timing (`tinytrain profile`, engine/profile/profiler.h) ----
   // range_push/range_pop bracket a named part of the step ("forward", "layer 0", "optimizer"),
   // nesting like a stack; the engine calls them around its phases, never inside an op. They
   // change nothing that is computed: a profiler records them, the CUDA backend passes them to

@@ -1,11 +1,11 @@
-// Timestamps on a backend's own timeline: how `tinytrain profile` (engine/profiler.h) times
+// Timestamps on a backend's own timeline: how `tinytrain profile` (engine/profile/profiler.h) times
 // ops that may run asynchronously. A mark taken after an op is the moment the op finished,
 // whenever the host gets to read it.
 //
 // The host's steady clock is that timeline for a backend whose ops have finished when their
 // call returns (the CPU backend; the CUDA backend on the SIMT emulator, which runs each op as
 // it is enqueued). The CUDA backend on a GPU records events on its stream instead
-// (kernels/cuda/stream_clock.cu): reading the host clock there would time the launches, not
+// (kernels/instruments/stream_clock.cu): reading the host clock there would time the launches, not
 // the kernels.
 #pragma once
 #include <chrono>

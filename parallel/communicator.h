@@ -14,7 +14,7 @@
 #include <string>
 
 #include "kernels/tensor.h"
-#include "parallel/launch.h"
+#include "parallel/rank_launch.h"
 
 namespace tt {
 
@@ -77,7 +77,7 @@ class HostWait {
 std::unique_ptr<Communicator> make_single_rank_communicator();
 
 // The communicator for a run on the backend named `backend` ("cpu", "cuda"), from how the
-// process was launched (parallel/launch.h): one rank without a launcher; MPI ranks under
+// process was launched (parallel/rank_launch.h): one rank without a launcher; MPI ranks under
 // mpirun on the CPU backend; NCCL ranks on the CUDA backend, bootstrapped by MPI under mpirun
 // or by rank 0 over TCP under torchrun-style variables. `backend_stream` is the CUDA backend's
 // stream (Backend::native_stream()). A collective that waits longer than timeout_s for the

@@ -7,7 +7,7 @@
 #pragma once
 #include <cstddef>
 
-#include "parallel/launch.h"
+#include "parallel/rank_launch.h"
 
 namespace tt {
 

@@ -3,7 +3,7 @@
 // kernels. Built with the emulated kernels/cuda/ files (simt/prelude.h), in tt::emu.
 #include <stdexcept>
 
-#include "kernels/cudnn/cudnn_attention.h"
+#include "kernels/cuda/cudnn_attention.h"
 
 namespace tt {
 

@@ -25,7 +25,7 @@
 #include <vector>
 
 #include "kernels/backend.h"
-#include "kernels/common/dispatch.h"
+#include "kernels/dtype_dispatch.h"
 #include "kernels/common/gelu.h"
 #include "kernels/common/half.h"
 #include "kernels/cuda_options.h"

@@ -17,7 +17,7 @@
 #include <vector>
 
 #include "simt/cuda_api.h"
-#include "simt/launch.h"
+#include "simt/kernel_launch.h"
 #include "simt/scheduler.h"
 
 namespace simt::cuda_api {
@@ -122,7 +122,7 @@ bool dim_ok(unsigned v, unsigned limit) { return v >= 1 && v <= limit; }
 // Work that a library on the emulated device enqueues (cuBLASLt's matmuls, simt/cublaslt.cpp).
 cudaError_t enqueue_work(cudaStream_t stream, std::function<cudaError_t()> work) { return enqueue(stream, std::move(work)); }
 
-// ---- launches (simt/launch.h) ----
+// ---- launches (simt/kernel_launch.h) ----
 
 void launch_kernel(const LaunchConfig& c, const void* kernel, std::function<void()> body) {
   if (g_sticky != cudaSuccess) return;  // the context is broken: cudaGetLastError reports it

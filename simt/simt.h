@@ -1,5 +1,5 @@
 // What nvcc gives CUDA code, for host C++: the CUDA runtime and cuBLASLt (simt/cuda_api.h,
-// simt/cublaslt_api.h), device built-ins (simt/device.h) and kernel launches (simt/launch.h).
+// simt/cublaslt_api.h), device built-ins (simt/device.h) and kernel launches (simt/kernel_launch.h).
 // Force-included (g++ -include) into a .cu file that simt/rewrite_cu.py has rewritten; the
 // kernels/cuda/ files get it through simt/prelude.h, tests/test_simt.cu directly.
 #pragma once
@@ -11,4 +11,4 @@
 #include "simt/cublaslt_api.h"
 #include "simt/cuda_api.h"
 #include "simt/device.h"
-#include "simt/launch.h"
+#include "simt/kernel_launch.h"

@@ -2,7 +2,7 @@
 // the exit status and the peak memory captured separately and a hard timeout (a hang fails,
 // it never blocks the suite), the contract every bad input must meet (expect_user_error), a
 // scratch directory per test, and a small raw safetensors reader/writer that
-// works on the file's bytes directly (independent of engine/safetensors), so a test can
+// works on the file's bytes directly (independent of engine/io/safetensors), so a test can
 // build exactly the malformed file it wants.
 #pragma once
 #include <fcntl.h>

@@ -18,7 +18,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/data.h"
+#include "engine/token_batch.h"
 #include "engine/init.h"
 #include "engine/model.h"
 #include "engine/trainer.h"
@@ -109,8 +109,12 @@ inline std::vector<float> read_floats(Backend& backend, Tensor t) {
 inline RunResult run_steps(Backend& backend, const MemoryCase& mc, const RunOptions& o) {
   AdamWConfig opt;
   opt.lr = o.lr;
-  Trainer trainer(backend, mc.config, opt, o.B, mc.T, o.seed, o.precision, loss_scaler_for(o.precision), o.recompute,
-                  o.grad_accum, o.comm, o.data_parallel);
+  TrainOptions options = test::trainer_options(mc.config, opt, o.B, mc.T, static_cast<int64_t>(o.seed));
+  options.precision = o.precision;
+  options.recompute = o.recompute;
+  options.grad_accum = o.grad_accum;
+  options.data_parallel = o.data_parallel;
+  Trainer trainer(backend, options, o.comm);
   trainer.load_params(init_params(trainer.model().layout(), o.seed).data());
   std::vector<int32_t> x(static_cast<size_t>(o.B) * mc.T), y(x.size());
   RunResult r;
@@ -544,7 +548,11 @@ inline void check_trainer_bytes_with_accumulation(Backend& backend) {
       size_t trainer_full = 0;
       for (int K : {1, 2, 4, 8, 16}) {
         SCOPED_TRACE("grad_accum " + std::to_string(K));
-        Trainer trainer(backend, c, opt, B, T, 1, precision, LossScalerConfig{}, rc, K);
+        TrainOptions o = test::trainer_options(c, opt, B, T, 1);
+        o.precision = precision;
+        o.recompute = rc;
+        o.grad_accum = K;
+        Trainer trainer(backend, o);
         const ParamLayout& layout = trainer.model().layout();
         const size_t weights = Model::plan_weights(layout, act).bytes();
         const size_t activations = activation_bytes(c, B / K, T, rc, act);

@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/op_tolerance.h"
+#include "engine/ops/op_tolerance.h"
 #include "kernels/tensor.h"
 #include "kernels/backend.h"
 #include "kernels/common/philox.h"
@@ -35,7 +35,7 @@ inline std::vector<CpuSimd> simd_widths() {
 
 // fp32 machine epsilon, 2^-23 (one rounding is at most half of it, relative). Every tolerance
 // in these tests is a multiple of it, sized by the length of the longest fp32 reduction.
-using ::tt::kEps32;  // engine/op_tolerance.h
+using ::tt::kEps32;  // engine/ops/op_tolerance.h
 
 // ---- tensor views over host vectors ----
 inline Tensor f32_view(std::vector<float>& v, Shape shape) {

@@ -1,8 +1,8 @@
-// Tests for engine/checked_input (typed, range-checked reading of untrusted numbers and JSON)
+// Tests for base/checked_input (typed, range-checked reading of untrusted numbers and JSON)
 // and for the config readers built on it: every way a number can be wrong in type or range
 // is refused with one InputError naming where, the field and the value, never truncated,
 // wrapped or cast.
-#include "engine/checked_input.h"
+#include "base/checked_input.h"
 
 #include <gtest/gtest.h>
 
@@ -176,7 +176,7 @@ TEST(ConfigFromJson, OptimizerFieldsAreNumbers) {
 }
 
 // parameter_count() bounds what a reference's config may claim against the file's size
-// (engine/reference.cpp), so it must be exactly ParamLayout's total, in every variant.
+// (engine/io/reference.cpp), so it must be exactly ParamLayout's total, in every variant.
 TEST(ConfigParameterCount, EqualsTheLayoutTotal) {
   for (bool norm_first : {false, true})
     for (PosEmbedding pos : {PosEmbedding::None, PosEmbedding::Learned})

@@ -1,4 +1,4 @@
-// Checkpoints and resume (engine/checkpoint.h), on the CPU backend:
+// Checkpoints and resume (engine/io/checkpoint.h), on the CPU backend:
 //  1. a run saved after step k and continued in a fresh trainer takes the uninterrupted run's
 //     steps bit for bit: every later loss, the final parameters, AdamW's moments and step
 //     count, and the loss scaler (fp32 with dropout, bf16, fp16 with loss scaling that skips
@@ -16,10 +16,10 @@
 #include <regex>
 #include <sstream>
 
-#include "engine/checkpoint.h"
+#include "engine/io/checkpoint.h"
 #include "engine/init.h"
-#include "engine/safetensors.h"
-#include "engine/train_loop.h"
+#include "engine/io/safetensors.h"
+#include "cli/train_loop.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/cli_test_util.h"
 #include "tests/memory_checks.h"
@@ -46,8 +46,10 @@ TrainOptions options_for(const MemoryCase& mc, Precision precision, int steps) {
 
 std::unique_ptr<Trainer> make_trainer(Backend& backend, const TrainOptions& o, Recompute recompute = Recompute::None,
                                       int grad_accum = 1) {
-  return std::make_unique<Trainer>(backend, o.model, o.optimizer, o.run.batch, o.run.seq, o.run.seed, o.precision,
-                                   loss_scaler_for(o.precision, o.loss_scaler), recompute, grad_accum);
+  TrainOptions with = o;
+  with.recompute = recompute;
+  with.grad_accum = grad_accum;
+  return std::make_unique<Trainer>(backend, with);
 }
 
 // Steps [first, last) as run_training takes them; the loss of each appended to `losses`.

@@ -16,7 +16,7 @@
 
 #include "engine/config.h"
 #include "engine/flops.h"
-#include "engine/peaks.h"
+#include "engine/profile/peaks.h"
 #include "tests/cli_test_util.h"
 
 namespace tt::test {
@@ -509,7 +509,7 @@ TEST(CliTrainGood, LogsEveryStepInTheDocumentedFormat) {
 
 // The speed in the log: achieved TFLOP/s is the step's model FLOPs (engine/flops.h) over the
 // step time, MFU that over the peak `tinytrain doctor` saved for this CPU at these threads
-// (engine/peaks.h); without a saved peak the done line says there is no MFU and how to get one.
+// (engine/profile/peaks.h); without a saved peak the done line says there is no MFU and how to get one.
 TEST(CliTrainGood, LogShowsTflopsAndMfuAgainstTheMeasuredPeak) {
   ScratchDir dir;
   const std::string cache = dir.path() + "/cache";

@@ -58,7 +58,7 @@
 #include <string>
 #include <vector>
 
-#include "engine/op_tolerance.h"
+#include "engine/ops/op_tolerance.h"
 #include "kernels/backend.h"
 #include "kernels/device_query.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -78,7 +78,7 @@ TEST(CudaOps, SkippedBecauseTheBuildHasNoCudaBackend) {
 #else
 
 // The tolerances of the file comment (reduction_tol, kElementwiseTol, storage_tol) live in
-// engine/op_tolerance.h, shared with `tinytrain ops check`.
+// engine/ops/op_tolerance.h, shared with `tinytrain ops check`.
 
 // The values a tensor of `dtype` holds for `values`: each rounded to the type (exact for F32).
 std::vector<float> round_to(DType dtype, std::vector<float> values) {

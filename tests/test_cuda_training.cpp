@@ -11,7 +11,7 @@
 #include <vector>
 
 #include "engine/trainer.h"
-#include "engine/verify.h"
+#include "cli/verify.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/device_query.h"
 #include "tests/cuda_test_util.h"

@@ -35,7 +35,7 @@
 #include <vector>
 
 #include "engine/trainer.h"
-#include "engine/verify.h"
+#include "cli/verify.h"
 #include "kernels/backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/device_query.h"
@@ -45,7 +45,7 @@
 #include "tests/training_run_util.h"
 #ifdef TINYTRAIN_HAVE_CUDA
 #include "kernels/cuda/cuda_backend.h"
-#include "kernels/cudnn/cudnn_attention.h"
+#include "kernels/cuda/cudnn_attention.h"
 #endif
 #ifdef TINYTRAIN_HAVE_CUDNN
 #include "kernels/cudnn/sdpa_graphs.h"

@@ -1,4 +1,4 @@
-// `tinytrain doctor` (engine/doctor.h) and its host measurements (engine/cpu_probes.h): the
+// `tinytrain doctor` (engine/doctor/doctor.h) and its host measurements (engine/doctor/cpu_probes.h): the
 // measuring functions give physically possible numbers, and the command, run as a user runs
 // it, prints one line per probe, says plainly when there is no GPU, fails (exit 1, with a line
 // saying what to try) only when a link training needs is broken, emits JSON on --json, runs
@@ -16,8 +16,8 @@
 #include <nlohmann/json.hpp>
 
 #include "engine/backend_select.h"
-#include "engine/cpu_probes.h"
-#include "engine/peaks.h"
+#include "engine/doctor/cpu_probes.h"
+#include "engine/profile/peaks.h"
 #include "kernels/device_query.h"
 #include "tests/cli_test_util.h"
 

@@ -1,8 +1,8 @@
-// Tests for parallel/launch (detect_launch): how mpirun, srun and torchrun launches are told
+// Tests for parallel/rank_launch (detect_launch): how mpirun, srun and torchrun launches are told
 // apart from their environment variables, and that every malformed or inconsistent variable
 // is refused with one line naming it and its value. Each test sets the variables it needs on
 // a clean slate and puts the process's own back afterwards.
-#include "parallel/launch.h"
+#include "parallel/rank_launch.h"
 
 #include <gtest/gtest.h>
 

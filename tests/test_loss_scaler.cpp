@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/data.h"
+#include "engine/token_batch.h"
 #include "engine/init.h"
-#include "engine/train_loop.h"
+#include "cli/train_loop.h"
 #include "engine/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/cli_test_util.h"
@@ -200,7 +200,10 @@ struct Rig {
 
   Rig(Precision precision, const LossScalerConfig& scaler, double lr = 1e-3, ModelConfig config = small_config()) {
     opt.lr = lr;
-    trainer = std::make_unique<Trainer>(backend, config, opt, kB, kT, kSeed, precision, scaler);
+    TrainOptions o = test::trainer_options(config, opt, kB, kT, kSeed);
+    o.precision = precision;
+    o.loss_scaler = scaler;
+    trainer = std::make_unique<Trainer>(backend, o);
     trainer->load_params(init_params(trainer->model().layout(), kSeed).data());
   }
   void load(uint32_t step) {

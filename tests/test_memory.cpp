@@ -93,8 +93,9 @@ TEST(GradAccumulation, TrainStepWithMicroBatchesAndRecomputeGivesTheSameBits) {
 TEST(GradAccumulation, TrainerRefusesAGradAccumThatDoesNotDivideTheBatch) {
   auto cpu = make_cpu_backend();
   const MemoryCase mc = memory_cases()[0];
-  EXPECT_ANY_THROW(Trainer(*cpu, mc.config, AdamWConfig{}, 8, mc.T, 1, Precision::FP32, LossScalerConfig{},
-                           Recompute::None, 3));
+  TrainOptions o = test::trainer_options(mc.config, AdamWConfig{}, 8, mc.T, 1);
+  o.grad_accum = 3;
+  EXPECT_ANY_THROW(Trainer(*cpu, o));
 }
 
 // ---- the activation plan ----

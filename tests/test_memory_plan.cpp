@@ -9,7 +9,7 @@
 
 #include "engine/init.h"
 #include "engine/memory_plan.h"
-#include "engine/train_loop.h"
+#include "cli/train_loop.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/cli_test_util.h"
 
@@ -78,8 +78,7 @@ TEST(MemoryPlan, TrainingAllocatesExactlyWhatThePlanSays) {
           o.grad_accum = grad_accum;
           const MemoryPlan plan = plan_training(o, "cpu");
           CountingBackend backend;
-          Trainer trainer(backend, o.model, o.optimizer, o.run.batch, o.run.seq, 1, o.precision, LossScalerConfig{},
-                          o.recompute, o.grad_accum);
+          Trainer trainer(backend, o);
           EXPECT_EQ(backend.sizes, planned_arenas(plan))
               << c.name << " " << precision_name(precision) << " recompute " << recompute_name(recompute) << " accum "
               << grad_accum;

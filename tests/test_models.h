@@ -1,6 +1,7 @@
 // Small members of the model family that tests train in milliseconds on the CPU.
 #pragma once
 #include "engine/config.h"
+#include "engine/train_options.h"
 
 namespace tt::test {
 
@@ -16,6 +17,19 @@ inline ModelConfig small_model(int max_seq_len, float dropout) {
   c.max_seq_len = max_seq_len;
   c.dropout = dropout;
   return c;
+}
+
+// A Trainer's options for a test: the model, the optimizer, batch x seq and the seed; the rest
+// as `train`'s defaults (fp32, no recompute, one micro-batch).
+inline TrainOptions trainer_options(const ModelConfig& model, const AdamWConfig& optimizer, int batch, int seq,
+                                    int64_t seed) {
+  TrainOptions o;
+  o.model = model;
+  o.optimizer = optimizer;
+  o.run.batch = batch;
+  o.run.seq = seq;
+  o.run.seed = seed;
+  return o;
 }
 
 }  // namespace tt::test

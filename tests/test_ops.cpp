@@ -1,5 +1,5 @@
-// `tinytrain ops check|perf` (engine/ops_command.h) and the harness under it
-// (engine/op_harness.h): the comparison reports FAIL beyond tolerance (a perturbed output, the
+// `tinytrain ops check|perf` (engine/ops/ops_run.h) and the harness under it
+// (engine/ops/op_harness.h): the comparison reports FAIL beyond tolerance (a perturbed output, the
 // only way to see a check fail without a broken kernel); check passes on the CUDA backend's
 // kernels (on the SIMT emulator without a GPU); perf's speeds and roofline percentages are the
 // op's FLOPs and bytes over its time and over the bound from the peaks a test saves; bad input
@@ -15,9 +15,9 @@
 #include <string>
 #include <vector>
 
-#include "engine/op_harness.h"
-#include "engine/op_tolerance.h"
-#include "engine/peaks.h"
+#include "engine/ops/op_harness.h"
+#include "engine/ops/op_tolerance.h"
+#include "engine/profile/peaks.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/cli_test_util.h"
 

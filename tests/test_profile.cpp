@@ -2,7 +2,7 @@
 // its slices nest (step > forward/loss/backward/optimizer > layer > op), the ops' times add up
 // to the measured step, their FLOPs are engine/flops.h's count, and the roofline column is the
 // bound computed from the peaks a test saved, over the measured time. Bad flags are one-line
-// errors. The op cost formulas (engine/op_cost.h) are checked on their own first.
+// errors. The op cost formulas (engine/profile/op_cost.h) are checked on their own first.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -18,8 +18,8 @@
 
 #include "engine/config.h"
 #include "engine/flops.h"
-#include "engine/op_cost.h"
-#include "engine/peaks.h"
+#include "engine/profile/op_cost.h"
+#include "engine/profile/peaks.h"
 #include "tests/cli_test_util.h"
 
 namespace tt::test {

@@ -1,7 +1,7 @@
-// Tests for engine/safetensors: round trips through the writer and reader, and one test per
+// Tests for engine/io/safetensors: round trips through the writer and reader, and one test per
 // way a file can be malformed. Malformed files are built from raw bytes (header length, JSON,
 // data) so each case exercises exactly one problem.
-#include "engine/safetensors.h"
+#include "engine/io/safetensors.h"
 
 #include <gtest/gtest.h>
 

@@ -1,4 +1,4 @@
-// `tinytrain sample` (engine/sampler.h), through the binary on checkpoints it trained itself
+// `tinytrain sample` (cli/sampler.h), through the binary on checkpoints it trained itself
 // (tiny models, a few steps on random tokens) with a byte tokenizer, and the draw itself:
 //  - the same seed gives the same text, another seed another; --num-samples N gives N samples;
 //  - greedy (--temperature 0) is deterministic, equals --top-k 1, and each of its tokens is the
@@ -19,10 +19,10 @@
 #include <tuple>
 #include <vector>
 
-#include "engine/checkpoint.h"
+#include "engine/io/checkpoint.h"
 #include "engine/model.h"
-#include "engine/safetensors.h"
-#include "engine/sampler.h"
+#include "engine/io/safetensors.h"
+#include "cli/sampler.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/cli_test_util.h"
 

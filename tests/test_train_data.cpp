@@ -1,4 +1,4 @@
-// `train --data` (engine/token_dataset.h, engine/train_loop.h): the training windows are a pure
+// `train --data` (engine/io/token_dataset.h, cli/train_loop.h): the training windows are a pure
 // function of (seed, step, row) and cover the shard; the validation windows are fixed and spread
 // over val.bin; evaluation is the training forward without dropout; a tiny causal model learns
 // byte-level text; the metrics file holds one record per logged step and reads as one run
@@ -15,7 +15,7 @@
 #include "data/token_shard.h"
 #include "data/tokenizer.h"
 #include "engine/init.h"
-#include "engine/token_dataset.h"
+#include "engine/io/token_dataset.h"
 #include "engine/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/common/lr_schedule.h"
@@ -168,8 +168,9 @@ TEST(Evaluate, IsTheTrainingForwardWithoutDropout) {
   for (float dropout : {0.0f, 0.3f}) {
     model.dropout = dropout;
     for (int grad_accum : {1, 2}) {
-      Trainer trainer(backend, model, adamw, B, T, 11, Precision::FP32, LossScalerConfig{}, Recompute::None,
-                      grad_accum);
+      TrainOptions o = test::trainer_options(model, adamw, B, T, 11);
+      o.grad_accum = grad_accum;
+      Trainer trainer(backend, o);
       trainer.load_params(init_params(trainer.model().layout(), 11).data());
       const double eval1 = trainer.evaluate(x.data(), y.data());
       const double eval2 = trainer.evaluate(x.data(), y.data());

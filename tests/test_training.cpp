@@ -5,7 +5,7 @@
 #include <cmath>
 #include <vector>
 
-#include "engine/data.h"
+#include "engine/token_batch.h"
 #include "engine/init.h"
 #include "engine/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
@@ -24,7 +24,7 @@ TEST(Training, CopyTaskLossFallsFarBelowLnVocab) {
   AdamWConfig opt;
   opt.lr = 3e-3;
   const int B = 8, T = 16, steps = 300;
-  Trainer trainer(*backend, c, opt, B, T, /*seed=*/3);
+  Trainer trainer(*backend, test::trainer_options(c, opt, B, T, /*seed=*/3));
   trainer.load_params(init_params(trainer.model().layout(), 3).data());
   std::vector<int32_t> x(B * T), y(B * T);
   double first = 0, last = 0;
@@ -52,7 +52,7 @@ TEST(Training, SameSeedSameBits) {
     c.dropout = 0.1f;
     AdamWConfig opt;
     const int B = 4, T = 16;
-    Trainer trainer(*backend, c, opt, B, T, dropout_seed);
+    Trainer trainer(*backend, test::trainer_options(c, opt, B, T, static_cast<int64_t>(dropout_seed)));
     trainer.load_params(init_params(trainer.model().layout(), seed).data());
     std::vector<int32_t> x(B * T), y(B * T);
     std::vector<double> losses;
@@ -81,7 +81,7 @@ TEST(Training, DropoutChangesTheLossAndFollowsTheStep) {
     ModelConfig c = small_config();
     c.dropout = p;
     const int B = 4, T = 16;
-    Trainer trainer(*backend, c, AdamWConfig{}, B, T, 5);
+    Trainer trainer(*backend, test::trainer_options(c, AdamWConfig{}, B, T, 5));
     trainer.load_params(init_params(trainer.model().layout(), 5).data());
     std::vector<int32_t> x(B * T), y(B * T);
     random_batch(5, 0, B, T, c.vocab_size, x.data(), y.data());

@@ -6,10 +6,11 @@
 #include <vector>
 
 #include "engine/config.h"
-#include "engine/data.h"
+#include "engine/token_batch.h"
 #include "engine/init.h"
 #include "engine/trainer.h"
 #include "kernels/backend.h"
+#include "tests/test_models.h"
 
 namespace tt::test {
 
@@ -28,7 +29,9 @@ inline TrainingRun train_seed_workload(Backend& backend, int steps, bool use_gra
   const int64_t seed = 1337;
   AdamWConfig opt;
   opt.lr = 1e-4;
-  Trainer trainer(backend, config, opt, B, T, seed, precision, loss_scaler_for(precision));
+  TrainOptions o = trainer_options(config, opt, B, T, seed);
+  o.precision = precision;
+  Trainer trainer(backend, o);
   trainer.load_params(init_params(trainer.model().layout(), seed).data());
   TrainingRun run;
   run.attention_note = trainer.model().attention_note();

@@ -223,7 +223,7 @@ def reference_metadata(cfg, opt, batch, seq, steps):
 # Conditioning check: the fp32 reference against the same run in float64
 # ---------------------------------------------------------------------------------------
 # A reference can only judge an engine if its own fp32 rounding sits well below the
-# tolerances of `tinytrain verify` (engine/verify.cpp). It does not when a ReLU
+# tolerances of `tinytrain verify` (cli/verify.cpp). It does not when a ReLU
 # pre-activation lies within fp32 rounding (~1e-7) of zero: fp32 and float64 then take
 # different sides of the kink, which changes that unit's weight-gradient row by percents
 # and, through AdamW, moves final parameters by up to ~lr. The check replays the run in

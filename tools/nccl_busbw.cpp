@@ -7,7 +7,7 @@
 // iterations and then over the ranks, as nccl-tests does by default. Calls are eager, as in an
 // uncaptured training step: at small sizes the host's cost of each call (a non-blocking NCCL
 // call finishes its launch on a thread of NCCL's) can dominate. Each size is one
-// measure_all_reduce (engine/allreduce_probe.h, what `tinytrain doctor` measures under a launch):
+// measure_all_reduce (engine/doctor/allreduce_probe.h, what `tinytrain doctor` measures under a launch):
 // its first sum checked, then timed with CUDA events on the backend's stream.
 //
 //   nccl_busbw --ranks 2        forks 2 ranks here. Rank r runs on GPU r % (GPU count); when
@@ -38,12 +38,12 @@
 #include <string>
 #include <vector>
 
-#include "engine/allreduce_probe.h"
+#include "engine/doctor/allreduce_probe.h"
 #include "kernels/backend.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/device_query.h"
 #include "parallel/communicator.h"
-#include "parallel/launch.h"
+#include "parallel/rank_launch.h"
 #include "parallel/nccl_communicator.h"
 
 namespace tt {

@@ -5,7 +5,7 @@
 namespace tt {
 
 // tokens (B,T) int32, wte (V,C), wpe (maxT,C) or null -> out (B,T,C)
-// Token ids are checked on the host before they reach a backend (engine/data).
+// Token ids are checked on the host before they reach a backend (engine/token_batch).
 void CpuBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) {
   Fp32Scope fp32({&out, &wte, &wpe});  // bf16/fp16 storage: see storage.h
   const int B = tokens.shape[0], T = tokens.shape[1], C = wte.shape[1];

@@ -1,11 +1,11 @@
 // How the CPU backend runs ops on bf16/fp16 storage (Fp32Scope). Code templated on the
-// storage type dispatches with kernels/common/dispatch.h.
+// storage type dispatches with kernels/dtype_dispatch.h.
 #pragma once
 #include <initializer_list>
 #include <vector>
 
 #include "kernels/tensor.h"
-#include "kernels/common/dispatch.h"
+#include "kernels/dtype_dispatch.h"
 
 namespace tt {
 

@@ -5,7 +5,7 @@
 #include "kernels/common/half.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/grid_size.h"
 #include "kernels/cuda/storage.cuh"
 
 namespace tt {

@@ -7,7 +7,7 @@
 #include "kernels/common/loss_scaler.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/grid_size.h"
 
 namespace tt {
 

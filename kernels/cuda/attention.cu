@@ -8,7 +8,7 @@
 // cuDNN: its fused scaled-dot-product attention (FlashAttention-2 style) takes fp16/bf16
 // inputs only (fp32 is only its accumulation type), so these kernels serve fp32, and they are
 // the default for every precision. `--attention cudnn` hands bf16/fp16 cases to cuDNN instead
-// (kernels/cudnn/cudnn_attention.h; use_library_attention below dispatches).
+// (kernels/cuda/cudnn_attention.h; use_library_attention below dispatches).
 //
 // Every kernel reads and writes the packed layout directly: qkv (B,T,3C) holds [q|k|v] per
 // token and head h uses channels h*HS .. h*HS+HS-1 of each part. Any T (keys and queries are
@@ -460,7 +460,7 @@ Tensor row_statistics(Tensor weights, const AttentionShape& s) {
 
 // qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T)
 // `--attention cudnn`: cuDNN's fused attention for this case from now on, when it can serve
-// it (kernels/cudnn/cudnn_attention.h); else one line saying why, and our kernels keep it.
+// it (kernels/cuda/cudnn_attention.h); else one line saying why, and our kernels keep it.
 std::string CudaBackend::use_library_attention(const AttentionShape& s, DType storage, float dropout_p) {
   const std::string ours = "; tinytrain's attention kernel runs";
   if (!options_.cudnn_attention) return "";

@@ -13,7 +13,7 @@
 
 #include "kernels/backend.h"
 #include "kernels/cuda_options.h"
-#include "kernels/cudnn/cudnn_attention.h"
+#include "kernels/cuda/cudnn_attention.h"
 #include "kernels/workspace.h"
 
 namespace tt {

@@ -6,7 +6,7 @@
 #include "kernels/common/philox.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/grid_size.h"
 #include "kernels/cuda/storage.cuh"
 
 namespace tt {

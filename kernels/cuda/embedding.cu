@@ -9,7 +9,7 @@
 
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/launch.h"
+#include "kernels/cuda/grid_size.h"
 #include "kernels/cuda/storage.cuh"
 
 namespace tt {
@@ -103,7 +103,7 @@ __global__ void embedding_backward_wpe_kernel(float* dwpe, const S* dout, int B,
 }  // namespace
 
 // tokens (B,T) int32, wte (V,C), wpe (maxT,C) or null data -> out (B,T,C)
-// Token ids are checked on the host before they reach a backend (engine/data).
+// Token ids are checked on the host before they reach a backend (engine/token_batch).
 void CudaBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) {
   const int64_t N = tokens.shape[0] * tokens.shape[1];
   const int T = static_cast<int>(tokens.shape[1]), C = static_cast<int>(wte.shape[1]);

@@ -18,7 +18,7 @@
 #include <string>
 
 #include "kernels/tensor.h"
-#include "kernels/common/dispatch.h"  // dispatch_storage
+#include "kernels/dtype_dispatch.h"  // dispatch_storage
 #include "kernels/common/half.h"
 
 namespace tt {

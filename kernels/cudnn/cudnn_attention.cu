@@ -1,6 +1,6 @@
 // cuDNN's fused attention for the CUDA backend (cudnn_attention.h): a cuDNN handle, the
 // forward and backward plans of each prepared case, one workspace, and the dropout RNG state.
-#include "kernels/cudnn/cudnn_attention.h"
+#include "kernels/cuda/cudnn_attention.h"
 
 #include <cudnn_graph.h>
 

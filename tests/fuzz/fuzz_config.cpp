@@ -1,13 +1,13 @@
 // libFuzzer target: any bytes as the text of a model config, an optimizer config and a
 // metadata count (the JSON and integer text a reference's metadata holds). The contract
-// under test (engine/checked_input.h, engine/config.h): the only exception is InputError,
+// under test (base/checked_input.h, engine/config.h): the only exception is InputError,
 // and no sanitizer report: no float-to-int cast out of range, no overflow.
 #include <climits>
 #include <cstddef>
 #include <cstdint>
 #include <string>
 
-#include "engine/checked_input.h"
+#include "base/checked_input.h"
 #include "engine/config.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {

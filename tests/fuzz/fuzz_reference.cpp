@@ -1,5 +1,5 @@
 // libFuzzer target: any bytes as a safetensors file, then as a tinytrain reference.
-// The contract under test (engine/safetensors.h, engine/reference.h): whatever the bytes,
+// The contract under test (engine/io/safetensors.h, engine/io/reference.h): whatever the bytes,
 // the only exception is InputError, no sanitizer report, and no allocation larger than the
 // input can justify (run_fuzz.sh sets libFuzzer's -malloc_limit_mb to catch one).
 #include <cstddef>
@@ -7,8 +7,8 @@
 #include <vector>
 
 #include "engine/config.h"
-#include "engine/reference.h"
-#include "engine/safetensors.h"
+#include "engine/io/reference.h"
+#include "engine/io/safetensors.h"
 
 extern "C" int LLVMFuzzerTestOneInput(const uint8_t* data, size_t size) {
   using namespace tt;

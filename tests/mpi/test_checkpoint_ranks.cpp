@@ -13,7 +13,7 @@
 #include <memory>
 
 #include "engine/backend_select.h"
-#include "engine/checkpoint.h"
+#include "engine/io/checkpoint.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "parallel/communicator.h"
 #include "tests/memory_checks.h"
@@ -53,8 +53,9 @@ struct Run {
 Run train(const TrainOptions& o, Communicator* ranks, const DataParallelOptions& dp, int first, int last,
           const std::string& resume_from = "", const std::string& save_to = "") {
   auto cpu = make_cpu_backend();
-  Trainer trainer(*cpu, o.model, o.optimizer, o.run.batch, o.run.seq, o.run.seed, o.precision,
-                  loss_scaler_for(o.precision, o.loss_scaler), Recompute::None, 1, ranks, dp);
+  TrainOptions with = o;
+  with.data_parallel = dp;
+  Trainer trainer(*cpu, with, ranks);
   if (resume_from.empty())
     trainer.load_params(init_params(trainer.model().layout(), o.run.seed).data());
   else
@@ -131,8 +132,9 @@ void check_resume_across_world_sizes(Precision precision) {
     // One rank, on every rank: the unsharded file, loaded whole.
     {
       auto cpu = make_cpu_backend();
-      Trainer one(*cpu, o.model, o.optimizer, o.run.batch, o.run.seq, o.run.seed, o.precision,
-                  loss_scaler_for(o.precision, o.loss_scaler));
+      TrainOptions one_rank = o;
+      one_rank.data_parallel = DataParallelOptions{};
+      Trainer one(*cpu, one_rank);
       load_checkpoint(path, one, o, kData);
       const TrainingState loaded = one.read_state();
       EXPECT_SAME_BITS(layout, loaded.exp_avg, saved.state.exp_avg, "exp_avg gathered from the shards, loaded on 1 rank");

@@ -83,8 +83,9 @@ TEST(DataParallel, SmallBucketsAreSentDuringTheBackward) {
   auto cpu = make_cpu_backend();
   const ModelConfig config = test::small_model(8, 0.0f);
   for (double bucket_mib : {0.0, 1.0 / 1024}) {
-    Trainer trainer(*cpu, config, AdamWConfig{}, 4 * comm().world_size(), 8, 1, Precision::FP32, LossScalerConfig{},
-                    Recompute::None, 1, &comm(), DataParallelOptions{0, bucket_mib});
+    TrainOptions o = test::trainer_options(config, AdamWConfig{}, 4 * comm().world_size(), 8, 1);
+    o.data_parallel = DataParallelOptions{0, bucket_mib};
+    Trainer trainer(*cpu, o, &comm());
     trainer.load_params(init_params(trainer.model().layout(), 1).data());
     std::vector<int32_t> x(static_cast<size_t>(4) * comm().world_size() * 8, 1), y(x.size(), 2);
     trainer.load_batch(x.data(), y.data(), 0);
@@ -107,8 +108,7 @@ TEST(DataParallel, ZeroOneHoldsWhatThePlanSays) {
   for (int zero : {0, 1}) {
     o.data_parallel.zero_stage = zero;
     const MemoryPlan plan = plan_training(o, "cpu");
-    Trainer trainer(*cpu, o.model, o.optimizer, o.run.batch, o.run.seq, 1, Precision::FP32, LossScalerConfig{},
-                    Recompute::None, 1, &comm(), o.data_parallel);
+    Trainer trainer(*cpu, o, &comm());
     EXPECT_EQ(trainer.bytes(), plan.device_bytes()) << "zero " << zero;
     optimizer_bytes[zero] = plan.group_bytes("optimizer");
   }
@@ -124,8 +124,7 @@ TEST(DataParallel, BatchNotDivisibleByTheRanksIsRefused) {
   auto cpu = make_cpu_backend();
   const int B = comm().world_size() + 1;
   try {
-    Trainer(*cpu, test::small_model(8, 0.0f), AdamWConfig{}, B, 8, 1, Precision::FP32, LossScalerConfig{},
-            Recompute::None, 1, &comm());
+    Trainer(*cpu, test::trainer_options(test::small_model(8, 0.0f), AdamWConfig{}, B, 8, 1), &comm());
     ADD_FAILURE() << "a batch of " << B << " rows was split across " << comm().world_size() << " ranks";
   } catch (const InputError& e) {
     EXPECT_NE(std::string(e.what()).find("--batch (" + std::to_string(B) + ")"), std::string::npos) << e.what();

@@ -1,0 +1,162 @@
+// Running, comparing and timing op cases on a backend (see op_harness.h).
+#include "engine/ops/op_harness.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstring>
+#include <memory>
+
+#include "engine/ops/op_tolerance.h"
+
+namespace tt {
+
+namespace {
+
+bool is_16bit(DType dtype) { return dtype == DType::BF16 || dtype == DType::F16; }
+
+// Every present tensor of the case in one arena, named by its index.
+ArenaPlan plan_of(const OpCase& c) {
+  ArenaPlan plan;
+  for (size_t i = 0; i < c.tensors.size(); ++i)
+    if (!c.tensors[i].absent) plan.add(std::to_string(i), c.tensors[i].dtype, c.tensors[i].shape);
+  return plan;
+}
+
+// A tensor's contents as the bytes its dtype stores.
+std::vector<uint8_t> stored_bytes(const CaseTensor& t) {
+  std::vector<uint8_t> bytes(static_cast<size_t>(t.shape.numel()) * dtype_size(t.dtype));
+  if (t.dtype == DType::I32) {
+    std::memcpy(bytes.data(), t.ids.data(), bytes.size());
+  } else if (t.dtype == DType::F32) {
+    std::memcpy(bytes.data(), t.values.data(), bytes.size());
+  } else {
+    for (size_t i = 0; i < t.values.size(); ++i) {
+      const uint16_t bits = t.dtype == DType::BF16 ? float_to_bf16(t.values[i]).bits : float_to_f16(t.values[i]).bits;
+      std::memcpy(bytes.data() + 2 * i, &bits, 2);
+    }
+  }
+  return bytes;
+}
+
+}  // namespace
+
+CaseMemory::CaseMemory(Backend& backend, const OpCase& c) : backend_(backend), arena_(backend, plan_of(c)) {
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    const CaseTensor& t = c.tensors[i];
+    Tensor view{nullptr, t.dtype, t.shape};
+    if (!t.absent) {
+      view = arena_.get(std::to_string(i));
+      const std::vector<uint8_t> bytes = stored_bytes(t);
+      backend_.copy_to_device(view.data, bytes.data(), bytes.size());  // the source may go once it returns
+    }
+    views_.push_back(view);
+  }
+}
+
+std::vector<double> CaseMemory::read(size_t i) const {
+  const Tensor& view = views_.at(i);
+  std::vector<uint8_t> bytes(view.bytes());
+  backend_.copy_to_host(bytes.data(), view.data, bytes.size());
+  std::vector<double> values(static_cast<size_t>(view.numel()));
+  for (size_t k = 0; k < values.size(); ++k) {
+    if (view.dtype == DType::F32 || view.dtype == DType::I32) {
+      float f;
+      int32_t n;
+      std::memcpy(view.dtype == DType::F32 ? static_cast<void*>(&f) : static_cast<void*>(&n), bytes.data() + 4 * k, 4);
+      values[k] = view.dtype == DType::F32 ? static_cast<double>(f) : static_cast<double>(n);
+    } else {
+      uint16_t bits;
+      std::memcpy(&bits, bytes.data() + 2 * k, 2);
+      values[k] = view.dtype == DType::BF16 ? to_float(bf16{bits}) : to_float(f16{bits});
+    }
+  }
+  return values;
+}
+
+OpCase prepared(OpCase c, Backend& reference) {
+  if (!c.prepare) return c;
+  const CaseMemory memory(reference, c);
+  c.prepare(reference, memory.views());
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    CaseTensor& t = c.tensors[i];
+    if (t.absent) continue;
+    const std::vector<double> now = memory.read(i);
+    if (t.dtype == DType::I32)
+      t.ids.assign(now.begin(), now.end());
+    else
+      t.values.assign(now.begin(), now.end());  // values of the tensor's type: exact in float
+  }
+  return c;
+}
+
+TensorCheck compare_tensor(const std::string& tensor, const std::vector<double>& got,
+                           const std::vector<double>& want, double tol) {
+  TensorCheck r{tensor, 0.0, 0.0, tol, true};
+  if (got.size() != want.size()) {
+    r.max_abs = r.max_rel = INFINITY;
+    r.ok = false;
+    return r;
+  }
+  double scale = 0.0;  // max |want|
+  bool same_bits = true;
+  for (size_t i = 0; i < got.size(); ++i) {
+    same_bits = same_bits && std::memcmp(&got[i], &want[i], sizeof(double)) == 0;
+    // equal values (infinities included) are no error; a NaN on either side is an infinite one
+    const double d = got[i] == want[i] ? 0.0 : std::fabs(got[i] - want[i]);
+    r.max_abs = std::max(r.max_abs, std::isnan(d) ? INFINITY : d);
+    if (std::isfinite(want[i])) scale = std::max(scale, std::fabs(want[i]));
+  }
+  r.max_rel = r.max_abs == 0.0 ? 0.0 : r.max_abs / std::max(scale, 1e-300);
+  r.ok = tol == 0.0 ? same_bits : r.max_rel <= tol;
+  return r;
+}
+
+TensorCheck check_case(const OpCase& c, Backend& backend, Backend& reference) {
+  const CaseMemory want(reference, c), got(backend, c);
+  c.run(reference, want.views());
+  c.run(backend, got.views());
+  TensorCheck worst;
+  double worst_ratio = -1.0;  // max_rel / tol of `worst`
+  for (size_t i = 0; i < c.tensors.size(); ++i) {
+    const CaseTensor& t = c.tensors[i];
+    if (t.tol < 0.0 || t.absent) continue;
+    const double tol = t.tol > 0.0 && is_16bit(t.dtype) ? t.tol + storage_tol(t.dtype) : t.tol;
+    const TensorCheck check = compare_tensor(t.name, got.read(i), want.read(i), tol);
+    if (!check.ok) return check;
+    // an exact match says less than a measured error: show a toleranced tensor when there is one
+    const double ratio = tol > 0.0 ? check.max_rel / tol : -0.5;
+    if (ratio > worst_ratio) {
+      worst = check;
+      worst_ratio = ratio;
+    }
+  }
+  return worst;
+}
+
+OpTiming time_case(const OpCase& c, Backend& backend, int warmup, double target_seconds, int max_reps) {
+  const CaseMemory memory(backend, c);
+  const CaseViews& v = memory.views();
+  for (int i = 0; i < warmup; ++i) c.run(backend, v);
+  backend.synchronize();  // nothing of the warm-up (or of the copies) runs into the timed calls
+  auto seconds_for = [&](int calls) {
+    std::unique_ptr<StreamClock> clock = backend.make_stream_clock();
+    clock->mark();
+    for (int i = 0; i < calls; ++i) c.run(backend, v);
+    clock->mark();
+    return clock->read().back() * 1e-3;  // waits for the last call to finish
+  };
+  const OpCost cost = c.cost(v);
+  const double one = seconds_for(1);
+  if (max_reps <= 1) return OpTiming{one, 1, cost};
+  // The fastest of a few batches: other processes can only add time to a batch, never take it
+  // away, so the fastest is the one least disturbed.
+  const int batches = 5;
+  const int per_batch =
+      std::clamp(static_cast<int>(target_seconds / batches / std::max(one, 1e-9)), 1, std::max(1, max_reps / batches));
+  double best = INFINITY;
+  for (int b = 0; b < batches; ++b) best = std::min(best, seconds_for(per_batch) / per_batch);
+  return OpTiming{best, batches * per_batch, cost};
+}
+
+}  // namespace tt

@@ -1,0 +1,78 @@
+// The `profile` command (see profile_run.h).
+#include "engine/profile/profile_run.h"
+
+#include <cstdio>
+#include <optional>
+#include <vector>
+
+#include "engine/backend_select.h"
+#include "engine/profile/chrome_trace.h"
+#include "engine/token_batch.h"
+#include "engine/flops.h"
+#include "engine/init.h"
+#include "engine/profile/profile_report.h"
+#include "engine/profile/profiler.h"
+
+namespace tt {
+
+void check_profile_options(const ProfileOptions& o) {
+  if (o.train.run.steps < 2)
+    throw InputError("invalid config: profile --steps must be at least 2 (the first step is a warm-up, not counted), got " +
+                     std::to_string(o.train.run.steps));
+}
+
+void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
+  check_profile_options(o);
+  const TrainOptions& t = o.train;
+  const int B = t.run.batch, T = t.run.seq;
+  // A trace that cannot be written is said before the steps run, not after.
+  if (!o.trace_path.empty()) write_chrome_trace(nlohmann::json::object(), o.trace_path);
+
+  ProfilingBackend profiler(backend);
+  Trainer trainer(profiler, t);
+  trainer.load_params(init_params(trainer.model().layout(), t.run.seed).data());
+  std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
+  std::vector<StepProfile> steps;
+  // Step 0 is a warm-up: first touch of the activation memory, GEMM plans and work buffers
+  // made on first use. It runs unrecorded; the table is the mean of the steps after it.
+  for (int step = 0; step < t.run.steps; ++step) {
+    random_batch(t.run.seed, static_cast<uint32_t>(step), B, T, t.model.vocab_size, x.data(), y.data());
+    trainer.load_batch(x.data(), y.data(), static_cast<uint32_t>(step));
+    profiler.synchronize();  // (the batch's copy is not the step's time)
+    if (step == 0) {
+      trainer.train_step(/*use_graph=*/false);
+      profiler.synchronize();
+      continue;
+    }
+    profiler.begin_step();
+    trainer.train_step(/*use_graph=*/false);  // eagerly: a graph would be one call, not ops
+    steps.push_back(profiler.end_step());
+  }
+
+  const RooflineLookup peaks = lookup_roofline_peaks(o.backend_choice, backend.name(), o.train.precision, o.tf32);
+  const std::string where =
+      backend.name() == "cpu" ? "cpu (" + std::to_string(cpu_threads_in_use()) + " threads)" : o.backend_choice;
+  char line[512];
+  std::snprintf(line, sizeof line,
+                "profile: %d steps on %s, %s, batch %d x seq %d; step 0 was a warm-up, not counted: per step, the mean "
+                "of steps 1-%d",
+                t.run.steps, where.c_str(), precision_name(t.precision), B, T, t.run.steps - 1);
+  out << line << '\n' << "roofline: " << (peaks.peaks ? "against " : "") << peaks.said << '\n';
+  const ProfileSummary summary = summarize(steps);
+  print_profile_table(summary, peaks.peaks, out);
+  // The ops' matrix products against the model's count (engine/flops.h): they must agree.
+  const StepFlops model = training_step_flops(t.model, B, T, t.recompute);
+  std::snprintf(line, sizeof line,
+                "flops: %.3f GFLOP per step counted op by op; engine/flops.h: %.3f (model %.3f + recompute %.3f)",
+                summary.total.flops / 1e9, model.hardware() / 1e9, model.model() / 1e9, model.recompute / 1e9);
+  out << line << '\n';
+  if (!o.trace_path.empty()) {
+    const nlohmann::json trace = chrome_trace(steps, 1, backend.name());
+    write_chrome_trace(trace, o.trace_path);
+    out << "trace: " << o.trace_path << " (" << trace["traceEvents"].size()
+        << " events): open it in https://ui.perfetto.dev or chrome://tracing" << '\n';
+  }
+  out.flush();
+}
+
+}  // namespace tt

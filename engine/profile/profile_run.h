@@ -1,0 +1,28 @@
+// `tinytrain profile`: trains a few steps of the `train` configuration eagerly through a
+// ProfilingBackend (engine/profile/profiler.h), then prints the per-op table with its roofline
+// (engine/profile/profile_report.h) and, with --trace, writes a Chrome trace (engine/profile/chrome_trace.h).
+// docs/profiling.md shows the output and how to read it.
+#pragma once
+#include <ostream>
+#include <string>
+
+#include "engine/trainer.h"
+
+namespace tt {
+
+struct ProfileOptions {
+  // The model, optimizer and run of `train` (run.steps: the steps to run, the first a warm-up
+  // that is not counted; at least 2), its precision, recompute and grad_accum.
+  TrainOptions train;
+  std::string trace_path;      // --trace FILE.json; "": no trace
+  std::string backend_choice;  // --backend as given: cuda-emu has no hardware peaks
+  bool tf32 = false;           // --tf32: the CUDA fp32 GEMMs' peak is the tf32 one
+};
+
+// Throws InputError for fewer than 2 steps.
+void check_profile_options(const ProfileOptions& options);
+
+// Runs the profile on `backend` (one process) and prints it to `out`.
+void run_profile(Backend& backend, const ProfileOptions& options, std::ostream& out);
+
+}  // namespace tt
