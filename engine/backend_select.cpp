@@ -4,7 +4,9 @@
 #include <cblas.h>
 #include <omp.h>
 
-#include "engine/config.h"
+#include <cstdint>
+
+#include "engine/memory_plan.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cuda_options.h"
 #include "kernels/device_query.h"
@@ -80,18 +82,22 @@ std::unique_ptr<Backend> open_cuda_backend(const GpuOptions& gpu) {
 
 }  // namespace
 
-std::unique_ptr<Backend> select_backend(const std::string& choice, const GpuOptions& gpu, std::ostream& note) {
-  if (choice == "cpu") return make_cpu_backend();
-  if (choice == "cuda") {
-    check_device_exists(gpu);
-    try {
-      return open_cuda_backend(gpu);
-    } catch (const InputError& e) {
-      throw InputError(std::string("--backend cuda: ") + e.what());
-    }
+std::unique_ptr<Backend> select_backend(BackendChoice choice, const GpuOptions& gpu, std::ostream& note) {
+  switch (choice) {
+    case BackendChoice::Cpu:
+      return make_cpu_backend();
+    case BackendChoice::Cuda:
+      check_device_exists(gpu);
+      try {
+        return open_cuda_backend(gpu);
+      } catch (const InputError& e) {
+        throw InputError(std::string("--backend cuda: ") + e.what());
+      }
+    case BackendChoice::CudaEmu:
+      return open_emulated_cuda_backend(gpu, note);
+    case BackendChoice::Auto:
+      break;
   }
-  if (choice == "cuda-emu") return open_emulated_cuda_backend(gpu, note);
-  if (choice != "auto") throw InputError("unknown backend '" + choice + "' (expected auto, cpu, cuda or cuda-emu)");
   check_device_exists(gpu);
   try {
     return open_cuda_backend(gpu);
@@ -99,6 +105,34 @@ std::unique_ptr<Backend> select_backend(const std::string& choice, const GpuOpti
     note << "backend auto: " << e.what() << "; running on the CPU backend" << std::endl;
     return make_cpu_backend();
   }
+}
+
+bool runs_emulated(BackendChoice choice) { return choice == BackendChoice::CudaEmu; }
+
+std::string running_backend_name(BackendChoice choice, const Backend& backend) {
+  return runs_emulated(choice) ? backend_choice_name(choice) : backend.name();
+}
+
+std::unique_ptr<GpuProbes> select_gpu_probes(BackendChoice choice) {
+  if (choice == BackendChoice::Cpu) return nullptr;
+  if (!runs_emulated(choice)) return make_gpu_probes();
+#ifdef TINYTRAIN_HAVE_SIMT
+  return emu::make_gpu_probes();
+#else
+  throw InputError("--backend cuda-emu: this build has no SIMT emulator (configure with -DTINYTRAIN_SIMT=ON)");
+#endif
+}
+
+Placement place_run(BackendChoice choice, const std::string& device_memory, bool must_measure, int device) {
+  const bool emulated = runs_emulated(choice);
+  const bool gpu_usable = query_cuda_device(device).usable;
+  const bool on_cpu = choice == BackendChoice::Cpu || (choice == BackendChoice::Auto && !gpu_usable);
+  const std::string kind = on_cpu ? "cpu" : "cuda";
+  if (!device_memory.empty()) return {kind, parse_bytes(device_memory), false};
+  const bool measurable = kind == "cpu" || emulated || gpu_usable;
+  if (must_measure && !measurable)
+    throw InputError("plan --backend cuda: no usable CUDA GPU to measure; give --device-memory");
+  return {kind, measurable ? available_memory(emulated ? "cpu" : kind, device) : SIZE_MAX, true};
 }
 
 void set_cpu_threads(int threads) {

@@ -1,10 +1,15 @@
-// --backend auto|cpu|cuda: which backend runs, and a one-line explanation when auto falls back.
+// --backend auto|cpu|cuda|cuda-emu: which backend runs, and a one-line explanation when auto
+// falls back; the CPU threads. This is the one place that knows the CUDA backend can also run
+// on the SIMT emulator (simt/): everything else asks it what the choice means.
 #pragma once
+#include <cstddef>
 #include <memory>
 #include <ostream>
 #include <string>
 
+#include "engine/config.h"
 #include "kernels/backend.h"
+#include "kernels/instruments/gpu_probes.h"
 
 namespace tt {
 
@@ -15,12 +20,38 @@ struct GpuOptions {
   int device = 0;                // the CUDA device to run on: a rank's LOCAL_RANK
 };
 
-// "cpu": the CPU backend. "cuda": the CUDA backend, or InputError saying why there is none.
-// "auto": CUDA when a GPU works, else the CPU backend, with one line on `note` saying why.
-// "cuda" and "auto" on a machine with GPUs throw InputError when gpu.device is not one of them
+// Cpu: the CPU backend. Cuda: the CUDA backend, or InputError saying why there is none.
+// Auto: CUDA when a GPU works, else the CPU backend, with one line on `note` saying why.
+// Cuda and Auto on a machine with GPUs throw InputError when gpu.device is not one of them
 // (a launch with more ranks per node than GPUs), rather than falling back to the CPU.
-// "cuda-emu": the CUDA backend's code on the SIMT emulator (simt/), with one line on `note`.
-std::unique_ptr<Backend> select_backend(const std::string& choice, const GpuOptions& gpu, std::ostream& note);
+// CudaEmu: the CUDA backend's code on the SIMT emulator (simt/), with one line on `note`.
+std::unique_ptr<Backend> select_backend(BackendChoice choice, const GpuOptions& gpu, std::ostream& note);
+
+// Whether the choice runs the CUDA backend on the emulator: its times and numbers are no
+// hardware's (no peaks, no MFU) and its stream is no GPU's (no NCCL, one process).
+bool runs_emulated(BackendChoice choice);
+
+// The name of the backend that runs, for the log and the communicator (make_communicator):
+// the backend's own name, "cpu" or "cuda", but "cuda-emu" for the CUDA backend on the emulator.
+std::string running_backend_name(BackendChoice choice, const Backend& backend);
+
+// doctor's GPU probes (kernels/instruments/gpu_probes.h) for a choice: none for Cpu, the
+// emulator's for CudaEmu (InputError in a build without it), the real GPU's otherwise.
+std::unique_ptr<GpuProbes> select_gpu_probes(BackendChoice choice);
+
+// Which kind of backend a run would use, and how much memory it may plan for.
+struct Placement {
+  std::string kind;  // "cpu" or "cuda" (also for cuda-emu: the CUDA backend's own allocations)
+  size_t available;  // bytes
+  bool measured;     // the free memory measured; false: --device-memory
+};
+
+// device_memory (--device-memory, "" when not given) when given, else the free memory of the
+// device the run would use (GPU `device`, a rank's LOCAL_RANK). Without a usable GPU there is
+// nothing to measure: `train --backend cuda` then stops in select_backend with the reason;
+// `plan --backend cuda` (must_measure) needs --device-memory. The emulated device allocates
+// what the CUDA backend does, in host memory.
+Placement place_run(BackendChoice choice, const std::string& device_memory, bool must_measure, int device);
 
 // Sets the threads used by the CPU backend's loops and by OpenBLAS to one count (0: OpenMP's
 // default, all cores unless OMP_NUM_THREADS says otherwise).

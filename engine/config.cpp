@@ -105,6 +105,22 @@ Recompute parse_recompute(const std::string& name) {
   throw InputError("invalid config: unknown recompute mode '" + name + "' (expected none, ffn or layer)");
 }
 
+const char* backend_choice_name(BackendChoice choice) {
+  switch (choice) {
+    case BackendChoice::Auto: return "auto";
+    case BackendChoice::Cpu: return "cpu";
+    case BackendChoice::Cuda: return "cuda";
+    case BackendChoice::CudaEmu: return "cuda-emu";
+  }
+  return "?";
+}
+
+BackendChoice parse_backend_choice(const std::string& name) {
+  for (BackendChoice choice : {BackendChoice::Auto, BackendChoice::Cpu, BackendChoice::Cuda, BackendChoice::CudaEmu})
+    if (name == backend_choice_name(choice)) return choice;
+  throw InputError("unknown backend '" + name + "' (expected auto, cpu, cuda or cuda-emu)");
+}
+
 const char* precision_name(Precision precision) {
   switch (precision) {
     case Precision::FP32: return "fp32";

@@ -15,6 +15,10 @@ enum class PosEmbedding { None, Learned };
 // ffn: the two (N, d_ff) feed-forward buffers; layer: everything but each layer's output.
 enum class Recompute { None, Ffn, Layer };
 
+// --backend: which backend runs (engine/backend_select.h makes it). CudaEmu is the CUDA
+// backend's own code on the SIMT emulator (simt/), on the CPU.
+enum class BackendChoice { Auto, Cpu, Cuda, CudaEmu };
+
 // --precision: the storage type of activations, activation gradients and working weights.
 // Master weights, AdamW state and parameter gradients stay fp32 in every mode.
 enum class Precision { FP32, BF16, FP16 };
@@ -62,6 +66,8 @@ const char* activation_name(Activation act);
 const char* pos_embedding_name(PosEmbedding pos);
 const char* recompute_name(Recompute recompute);
 Recompute parse_recompute(const std::string& name);          // throws InputError
+const char* backend_choice_name(BackendChoice choice);       // "auto", "cpu", "cuda", "cuda-emu"
+BackendChoice parse_backend_choice(const std::string& name); // throws InputError
 const char* precision_name(Precision precision);
 DType activation_dtype(Precision precision);
 // `base` with dynamic loss scaling on exactly for fp16 (bf16 and fp32 need none).

@@ -41,48 +41,60 @@ fi
 root=${1:-$(dirname "$0")/..}
 cd "$root" || exit 2
 
-declare -A rank
-for i in "${!layers[@]}"; do rank[${layers[$i]}]=$i; done
-
-# The layer of a file (its path from the root): the longest named folder its directory is in.
-layer_of() {
-  local dir
-  dir=$(dirname "$1")
-  while [ "$dir" != "." ]; do
-    if [ -n "${rank[$dir]+set}" ]; then
-      echo "$dir"
-      return 0
-    fi
-    dir=$(dirname "$dir")
-  done
-  return 1
-}
-
-status=0
+# Every source file, then every quoted include in them ("file<TAB>included"), to one awk program
+# that resolves each include (from the root, else from the file's folder) among the sources and
+# compares the layers.
 sources=$(find . -path ./build -prune -o -path './build-*' -prune -o -path ./.git -prune -o \
                -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) -print | sed 's|^\./||' | sort)
-for file in $sources; do
-  if ! own=$(layer_of "$file"); then
-    echo "layering: $file is in a folder the order does not name: give its folder a place in tests/check_layers.sh"
-    status=1
-    continue
-  fi
-  # Each quoted include that names a file of the tree, from the root or from the file's folder.
-  while IFS= read -r included; do
-    target=""
-    if [ -f "$included" ]; then
-      target=$included
-    elif [ -f "$(dirname "$file")/$included" ]; then
-      target=$(dirname "$file")/$included
-    fi
-    [ -n "$target" ] || continue  # a library's header
-    to=$(layer_of "$target") || continue
-    if [ "${rank[$to]}" -gt "${rank[$own]}" ]; then
-      echo "layering: $file includes \"$included\": $own/ may not include $to/, a layer above it"
-      status=1
-    fi
-  done < <(sed -n 's/^[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1/p' "$file")
-done
+{
+  printf '%s\n' "$sources"
+  echo "--"
+  # shellcheck disable=SC2086
+  grep -H '^[[:space:]]*#[[:space:]]*include[[:space:]]*"' $sources |
+    sed 's/^\([^:]*\):[[:space:]]*#[[:space:]]*include[[:space:]]*"\([^"]*\)".*/\1\t\2/'
+} | awk -v order="${layers[*]}" '
+  function folder(path) { sub(/\/[^\/]*$/, "", path); return path }
+  # The layer of a file: the longest named folder its folder is in; "" when none.
+  function layer_of(path,    dir) {
+    for (dir = folder(path); dir != ""; dir = (dir ~ /\//) ? folder(dir) : "")
+      if (dir in rank) return dir
+    return ""
+  }
+  # a/b/../c -> a/c, ./a -> a
+  function normal(path,    n, parts, out, i, k) {
+    n = split(path, parts, "/"); k = 0
+    for (i = 1; i <= n; i++) {
+      if (parts[i] == "." || parts[i] == "") continue
+      if (parts[i] == ".." && k > 0) { k--; continue }
+      out[++k] = parts[i]
+    }
+    path = out[1]
+    for (i = 2; i <= k; i++) path = path "/" out[i]
+    return path
+  }
+  BEGIN { n = split(order, names, " "); for (i = 1; i <= n; i++) rank[names[i]] = i }
+  !listed && $0 == "--" { listed = 1; next }
+  !listed {
+    source[$0] = 1
+    if (layer_of($0) == "") {
+      print "layering: " $0 " is in a folder the order does not name: give its folder a place in tests/check_layers.sh"
+      bad = 1
+    }
+    next
+  }
+  {
+    split($0, f, "\t"); file = f[1]; included = f[2]
+    target = normal(included)
+    if (!(target in source)) target = normal(folder(file) "/" included)
+    if (!(target in source)) next  # a library header
+    own = layer_of(file); to = layer_of(target)
+    if (own != "" && to != "" && rank[to] > rank[own]) {
+      print "layering: " file " includes \"" included "\": " own "/ may not include " to "/, a layer above it"
+      bad = 1
+    }
+  }
+  END { exit bad }'
+status=$?
 if [ $status -eq 0 ]; then
   echo "layering: every include points down the order ${layers[*]}"
 fi

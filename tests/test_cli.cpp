@@ -195,6 +195,59 @@ TEST(CliCommand, VerifyWithoutReference) {
   expect_user_error(run_command({kBin, "verify", "--backend", "cpu"}, dir.path()), {"reference"});
 }
 
+// Every command takes only the flags it uses: a flag it does not use is refused, naming the
+// flag and the command, before anything runs (`verify --recompute bogus` was once accepted and
+// ignored).
+TEST(CliCommand, AFlagTheCommandDoesNotUseIsRefused) {
+  ScratchDir dir;
+  struct Case {
+    std::vector<std::string> args;  // after the binary
+    std::string flag;               // the flag the command does not use
+  };
+  const std::vector<Case> cases = {
+      {{"verify", kSeedSmall, "--recompute", "bogus"}, "--recompute"},
+      {{"verify", kSeedSmall, "--steps", "3"}, "--steps"},
+      {{"plan", "--threads", "2"}, "--threads"},
+      {{"plan", "--tf32"}, "--tf32"},
+      {{"plan", "--attention", "cudnn"}, "--attention"},
+      {{"plan", "--save-dir", "runs"}, "--save-dir"},
+      {{"profile", "--zero", "1"}, "--zero"},
+      {{"profile", "--log-every", "1"}, "--log-every"},
+      {{"sample", "--checkpoint", "runs", "--tf32"}, "--tf32"},
+      {{"doctor", "--precision", "bf16"}, "--precision"},
+      {{"ops", "check", "--recompute", "ffn"}, "--recompute"},
+      {{"prepare", "--input", "in.txt", "--out", "out", "--backend", "cpu"}, "--backend"},
+  };
+  for (const Case& c : cases) {
+    std::vector<std::string> argv = {kBin};
+    argv.insert(argv.end(), c.args.begin(), c.args.end());
+    const CliResult r = run_command(argv, dir.path());
+    if (expect_user_error(r, {c.args[0], c.flag})) {
+      EXPECT_EQ(r.exit_code, 2) << "a flag error\n" << r.describe();
+      EXPECT_EQ(r.out, "") << "nothing may run\n" << r.describe();
+    }
+  }
+}
+
+// --backend is parsed as it is read: an unknown one is one line naming it and the four choices.
+TEST(CliCommand, UnknownBackendIsNamedByEveryCommandThatTakesOne) {
+  ScratchDir dir;
+  for (std::vector<std::string> args : std::vector<std::vector<std::string>>{{"train"},
+                                                                           {"plan"},
+                                                                           {"profile"},
+                                                                           {"verify", kSeedSmall},
+                                                                           {"sample", "--checkpoint", "runs"},
+                                                                           {"doctor"},
+                                                                           {"ops", "check"}}) {
+    std::vector<std::string> argv = {kBin};
+    argv.insert(argv.end(), args.begin(), args.end());
+    argv.insert(argv.end(), {"--backend", "tpu"});
+    const CliResult r = run_command(argv, dir.path());
+    if (expect_user_error(r, {"unknown backend 'tpu'", "auto, cpu, cuda or cuda-emu"}))
+      EXPECT_EQ(r.out, "") << r.describe();
+  }
+}
+
 // ============================================================================================
 // verify: bad files
 // ============================================================================================

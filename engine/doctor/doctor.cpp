@@ -465,7 +465,8 @@ void probe_gpu_training(Report& report, bool emulated, bool needed, const std::o
   try {
     std::ostream no_notes(nullptr);  // select_backend's note on cuda-emu: the line says "emulated" already
     GpuOptions on_first_gpu;
-    std::unique_ptr<Backend> backend = select_backend(emulated ? "cuda-emu" : "cuda", on_first_gpu, no_notes);
+    std::unique_ptr<Backend> backend =
+        select_backend(emulated ? BackendChoice::CudaEmu : BackendChoice::Cuda, on_first_gpu, no_notes);
     const StepResult step = two_training_steps(*backend, work);
     // The reference: the CPU backend's first step on the same workload (the emulator's tiny
     // one costs the CPU a few milliseconds).
@@ -610,9 +611,9 @@ constexpr int kAllReduceWarmup = 3;
 constexpr int kAllReduceIters = 10;
 
 // The all-reduce of data parallelism, on every rank of the launch, through the communicator
-// training on `backend` ("cpu", "cuda" or "cuda-emu") would use: MPI on the CPU, NCCL on GPUs.
+// training on `backend` (Cpu, Cuda or CudaEmu) would use: MPI on the CPU, NCCL on GPUs.
 // Needed when there are several ranks (they were launched to train together).
-void probe_all_reduce(Report& report, const Launch& launch, const std::string& backend) {
+void probe_all_reduce(Report& report, const Launch& launch, BackendChoice backend) {
   Probe p{"allreduce"};
   if (launch.world_size == 1) {
     p.verdict = Verdict::Skip;
@@ -621,20 +622,21 @@ void probe_all_reduce(Report& report, const Launch& launch, const std::string& b
     report.add(std::move(p));
     return;
   }
-  if (backend == "cuda-emu") {
+  if (runs_emulated(backend)) {
     p.verdict = Verdict::Skip;
     p.message = format("%d ranks: the emulated GPU (cuda-emu) has no data parallelism", launch.world_size);
     report.add(std::move(p));
     return;
   }
   try {
-    const bool on_gpu = backend == "cuda";
+    const bool on_gpu = backend == BackendChoice::Cuda;
     std::ostream no_note(nullptr);
     GpuOptions gpu;
     gpu.device = launch.local_rank;
     std::unique_ptr<Communicator> comm;  // (declared first, so that it outlives the backend, as in train)
-    const std::unique_ptr<Backend> memory = on_gpu ? select_backend("cuda", gpu, no_note) : make_cpu_backend();
-    comm = make_communicator(launch, backend, memory->native_stream(), kAllReduceTimeoutSeconds);
+    const std::unique_ptr<Backend> memory = select_backend(backend, gpu, no_note);
+    comm = make_communicator(launch, running_backend_name(backend, *memory), memory->native_stream(),
+                             kAllReduceTimeoutSeconds);
     const int W = comm->world_size();
     const AllReduceMeasure m = measure_all_reduce(*comm, *memory, on_gpu ? kNcclAllReduceBytes : kMpiAllReduceBytes,
                                                   kAllReduceWarmup, kAllReduceIters);
@@ -686,32 +688,23 @@ void save_measured_peaks(Report& report, const std::vector<Peaks>& peaks, bool e
   report.add(std::move(p));
 }
 
-std::unique_ptr<GpuProbes> gpu_probes_for(const std::string& backend) {
-  if (backend == "cpu") return nullptr;
-  if (backend != "cuda-emu") return make_gpu_probes();
-#ifdef TINYTRAIN_HAVE_SIMT
-  return emu::make_gpu_probes();
-#else
-  throw InputError("--backend cuda-emu: this build has no SIMT emulator (configure with -DTINYTRAIN_SIMT=ON)");
-#endif
-}
-
 }  // namespace
 
 int run_doctor(const DoctorOptions& options, std::ostream& out) {
-  const std::string& backend = options.backend;
-  if (backend != "auto" && backend != "cpu" && backend != "cuda" && backend != "cuda-emu")
-    throw InputError("unknown backend '" + backend + "' (expected auto, cpu, cuda or cuda-emu)");
+  const BackendChoice choice = options.backend;
   // Under a launch of several ranks only rank 0 probes and reports; the others join it for the
   // all-reduce, the one link that needs them all, and say only what failed there (on stderr).
   const Launch launch = detect_launch();
   std::ostringstream other_rank_lines;
   Report report(launch.rank == 0 ? out : other_rank_lines, /*as_json=*/launch.rank == 0 && options.json);
-  const std::unique_ptr<GpuProbes> gpu = gpu_probes_for(backend);
+  const std::unique_ptr<GpuProbes> gpu = select_gpu_probes(choice);
   const GpuRuntimeInfo runtime = gpu ? gpu->runtime() : GpuRuntimeInfo{};
   // The links training needs: the GPU's where it would train there, else the CPU's.
-  const bool trains_on_gpu = backend == "cuda" || backend == "cuda-emu" || (backend == "auto" && runtime.device_count > 0);
-  const std::string training_backend = !trains_on_gpu ? "cpu" : backend == "cuda-emu" ? "cuda-emu" : "cuda";
+  const bool trains_on_gpu = choice == BackendChoice::Cuda || runs_emulated(choice) ||
+                             (choice == BackendChoice::Auto && runtime.device_count > 0);
+  const BackendChoice training_backend = !trains_on_gpu            ? BackendChoice::Cpu
+                                         : runs_emulated(choice) ? BackendChoice::CudaEmu
+                                                                 : BackendChoice::Cuda;
   if (launch.rank != 0) {
     probe_all_reduce(report, launch, training_backend);
     if (!report.any_fail()) return 0;
@@ -727,7 +720,7 @@ int run_doctor(const DoctorOptions& options, std::ostream& out) {
   probe_all_reduce(report, launch, training_backend);
   save_measured_peaks(report, peaks, gpu && gpu->emulated());
   const int exit_status = report.any_fail() ? 1 : 0;
-  report.print_json(backend, cpu_threads_in_use(), exit_status);
+  report.print_json(backend_choice_name(choice), cpu_threads_in_use(), exit_status);
   return exit_status;
 }
 

@@ -21,13 +21,15 @@
 #include <ostream>
 #include <string>
 
+#include "engine/config.h"
+
 namespace tt {
 
 struct DoctorOptions {
-  // auto | cpu | cuda | cuda-emu: the backend training would run on, which decides which links
-  // it needs. auto: the GPU when there is one, else the CPU (no GPU is then no failure).
-  // cpu: the GPU is not probed. cuda-emu: the GPU probes run on the SIMT emulator, tiny.
-  std::string backend = "auto";
+  // The backend training would run on, which decides which links it needs. auto: the GPU when
+  // there is one, else the CPU (no GPU is then no failure). cpu: the GPU is not probed.
+  // cuda-emu: the GPU probes run on the SIMT emulator, tiny.
+  BackendChoice backend = BackendChoice::Auto;
   bool json = false;  // one JSON document instead of lines
 };
 

@@ -1,4 +1,4 @@
-// `tinytrain ops check|perf` (see ops_command.h): which cases run, and the lines they print.
+// `tinytrain ops check|perf` (see ops_run.h): which cases run, and the lines they print.
 #include "engine/ops/ops_run.h"
 
 #include <algorithm>
@@ -103,7 +103,7 @@ constexpr int kMaxCalls = 1000;
 int run_perf(const OpsOptions& o, Backend& backend, std::ostream& out) {
   // Emulated kernels run as CPU fibers, thousands of times slower than a GPU and not in
   // proportion to it: one call each, enough to see that perf runs.
-  const bool emulated = o.backend_choice == "cuda-emu";
+  const bool emulated = runs_emulated(o.backend);
   if (emulated)
     out << "cuda-emu: one call per case; the emulator's times say nothing about a GPU's speed" << std::endl;
   // The peaks per storage dtype (a GPU's GEMMs run at the dtype's peak), each said once: one
@@ -111,7 +111,7 @@ int run_perf(const OpsOptions& o, Backend& backend, std::ostream& out) {
   std::map<DType, std::optional<RooflinePeaks>> peaks;
   std::vector<std::pair<std::string, std::string>> said;  // what is said, and of which dtypes
   for (Precision precision : selected_precisions(o.dtype)) {
-    const RooflineLookup p = lookup_roofline_peaks(o.backend_choice, backend.name(), precision, /*tf32=*/false);
+    const RooflineLookup p = lookup_roofline_peaks(o.backend, backend.name(), precision, /*tf32=*/false);
     peaks[activation_dtype(precision)] = p.peaks;
     auto same = std::find_if(said.begin(), said.end(), [&](const auto& s) { return s.first == p.said; });
     if (same == said.end())
@@ -151,7 +151,7 @@ int run_perf(const OpsOptions& o, Backend& backend, std::ostream& out) {
 
 int run_ops(const OpsOptions& o, std::ostream& out) {
   selected_cases(o);  // an --op that selects nothing is an error before any backend starts
-  const std::unique_ptr<Backend> backend = select_backend(o.backend_choice, o.gpu, out);
+  const std::unique_ptr<Backend> backend = select_backend(o.backend, o.gpu, out);
   return o.mode == "check" ? run_check(o, *backend, out) : run_perf(o, *backend, out);
 }
 

@@ -15,7 +15,7 @@ namespace tt {
 struct OpsOptions {
   std::string mode;                     // "check" or "perf"
   std::string op;                       // --op: "" every op; an op's name, or a part of names ("linear")
-  std::string backend_choice = "auto";  // --backend: auto | cpu | cuda | cuda-emu
+  BackendChoice backend = BackendChoice::Auto;  // --backend
   std::string dtype;                    // --dtype: "" all three; fp32 | bf16 | fp16
   GpuOptions gpu;                       // what the CUDA backend is made with (its defaults: exact fp32 GEMMs)
 };

@@ -18,9 +18,9 @@ std::string gemm_precision(const std::string& backend_name, Precision storage, b
   return tf32 ? "tf32" : "fp32";
 }
 
-std::string peaks_device_key(const std::string& backend_choice, const std::string& backend_name, int local_rank,
+std::string peaks_device_key(BackendChoice choice, const std::string& backend_name, int local_rank,
                              std::string* why_none) {
-  if (backend_choice == "cuda-emu") {
+  if (runs_emulated(choice)) {
     *why_none = "the emulated GPU (cuda-emu) has no hardware peaks";
     return "";
   }
@@ -33,10 +33,10 @@ std::string peaks_device_key(const std::string& backend_choice, const std::strin
   return cuda_device_key(info.name, info.major, info.minor);
 }
 
-MfuReference mfu_reference(const std::string& backend_choice, const std::string& backend_name, Precision storage,
-                           bool tf32, int local_rank) {
+MfuReference mfu_reference(BackendChoice choice, const std::string& backend_name, Precision storage, bool tf32,
+                           int local_rank) {
   std::string why_none;
-  const std::string device = peaks_device_key(backend_choice, backend_name, local_rank, &why_none);
+  const std::string device = peaks_device_key(choice, backend_name, local_rank, &why_none);
   if (device.empty()) return {0, "no MFU: " + why_none};
   const std::string precision = gemm_precision(backend_name, storage, tf32);
   const std::optional<Peaks> peaks = load_peaks(device);

@@ -16,14 +16,14 @@ std::string gemm_precision(const std::string& backend_name, Precision storage, b
 
 // The key the peaks of the device a backend runs on are saved under (engine/profile/peaks.h): the CPU
 // at the threads in use, or the CUDA device of local_rank. "" for the emulated GPU
-// (backend_choice cuda-emu) and a GPU that is not usable, with *why_none saying so.
-std::string peaks_device_key(const std::string& backend_choice, const std::string& backend_name, int local_rank,
+// and a GPU that is not usable, with *why_none saying so.
+std::string peaks_device_key(BackendChoice choice, const std::string& backend_name, int local_rank,
                              std::string* why_none);
 
-// The peak for the backend `train` runs on: backend_choice as given (cuda-emu runs CUDA code on
+// The peak for the backend `train` runs on: the --backend choice (cuda-emu runs CUDA code on
 // the CPU: no hardware peak applies), backend_name the backend's own name, the CUDA device
 // a rank uses (local_rank) and, on the CPU, the threads in use.
-MfuReference mfu_reference(const std::string& backend_choice, const std::string& backend_name, Precision storage,
+MfuReference mfu_reference(BackendChoice choice, const std::string& backend_name, Precision storage,
                            bool tf32, int local_rank);
 
 // MFU as a fraction: achieved TFLOP/s of one device over its peak; NaN without a peak.

@@ -10,10 +10,10 @@
 
 namespace tt {
 
-RooflineLookup lookup_roofline_peaks(const std::string& backend_choice, const std::string& backend_name,
+RooflineLookup lookup_roofline_peaks(BackendChoice choice, const std::string& backend_name,
                                      Precision storage, bool tf32) {
   std::string why_none;
-  const std::string device = peaks_device_key(backend_choice, backend_name, /*local_rank=*/-1, &why_none);
+  const std::string device = peaks_device_key(choice, backend_name, /*local_rank=*/-1, &why_none);
   if (device.empty()) return {std::nullopt, "blank: " + why_none};
   const std::optional<Peaks> saved = load_peaks(device);
   if (!saved)

@@ -50,12 +50,12 @@ struct RooflinePeaks {
 // The roofline's peaks for a backend running `storage` (GEMMs in gemm_precision's precision):
 // the ones `tinytrain doctor` saved for its device, and one phrase saying which they are
 // ("the peaks `tinytrain doctor` measured for '<device>' (<time>): ...") or why there are none
-// ("blank: ..."). backend_choice as given (cuda-emu has no hardware peaks).
+// ("blank: ..."). `choice` is --backend as given (cuda-emu has no hardware peaks).
 struct RooflineLookup {
   std::optional<RooflinePeaks> peaks;
   std::string said;
 };
-RooflineLookup lookup_roofline_peaks(const std::string& backend_choice, const std::string& backend_name,
+RooflineLookup lookup_roofline_peaks(BackendChoice choice, const std::string& backend_name,
                                      Precision storage, bool tf32);
 
 // The roofline bound over the measured time (1 = at the bound); nullopt when it cannot be

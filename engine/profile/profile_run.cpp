@@ -49,9 +49,9 @@ void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
     steps.push_back(profiler.end_step());
   }
 
-  const RooflineLookup peaks = lookup_roofline_peaks(o.backend_choice, backend.name(), o.train.precision, o.tf32);
-  const std::string where =
-      backend.name() == "cpu" ? "cpu (" + std::to_string(cpu_threads_in_use()) + " threads)" : o.backend_choice;
+  const RooflineLookup peaks = lookup_roofline_peaks(o.backend, backend.name(), o.train.precision, o.tf32);
+  const std::string where = backend.name() == "cpu" ? "cpu (" + std::to_string(cpu_threads_in_use()) + " threads)"
+                                                    : running_backend_name(o.backend, backend);
   char line[512];
   std::snprintf(line, sizeof line,
                 "profile: %d steps on %s, %s, batch %d x seq %d; step 0 was a warm-up, not counted: per step, the mean "

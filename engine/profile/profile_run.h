@@ -15,7 +15,7 @@ struct ProfileOptions {
   // that is not counted; at least 2), its precision, recompute and grad_accum.
   TrainOptions train;
   std::string trace_path;      // --trace FILE.json; "": no trace
-  std::string backend_choice;  // --backend as given: cuda-emu has no hardware peaks
+  BackendChoice backend = BackendChoice::Auto;  // --backend as given: cuda-emu has no hardware peaks
   bool tf32 = false;           // --tf32: the CUDA fp32 GEMMs' peak is the tf32 one
 };
 

@@ -1,5 +1,6 @@
-// The GPU probes of `tinytrain doctor` (kernels/instruments/gpu_probes.h): a copy kernel, host<->device
-// copies and cuBLASLt GEMMs, timed; and what the runtime, driver, cuDNN and NCCL report.
+// The GPU probes of `tinytrain doctor` (kernels/instruments/gpu_probes.h): a copy kernel,
+// host<->device copies and cuBLASLt GEMMs, timed; and what the runtime, driver, cuDNN and NCCL
+// report.
 //
 // Like every kernels/cuda/ file this one is built twice: by nvcc for the GPU, and as host C++
 // for the SIMT emulator (simt/prelude.h renames `tt` to `tt::emu` there). The emulator has the

@@ -1,0 +1,68 @@
+// The flags several commands share (cli/command.h).
+#include "cli/command.h"
+
+#include "base/checked_input.h"
+
+namespace tt {
+
+CLI::Validator integer_in(int64_t lo, int64_t hi) {
+  return CLI::Validator(
+      [lo, hi](std::string& text) {
+        try {
+          parse_integer(text, lo, hi, "value");
+          return std::string();
+        } catch (const InputError& e) {
+          return std::string(e.what());
+        }
+      },
+      "INT");
+}
+
+CLI::Option* add_int_option(CLI::App& cmd, const std::string& name, int& value, const std::string& help, int64_t lo,
+                            int64_t hi) {
+  return cmd.add_option(name, value, help)->check(integer_in(lo, hi))->capture_default_str();
+}
+
+CLI::Option* add_seed_option(CLI::App& cmd, std::string& text, int64_t default_seed, const std::string& help) {
+  text = std::to_string(default_seed);
+  return cmd.add_option("--seed", text, help)->capture_default_str();
+}
+
+int64_t parse_seed(const std::string& text, const std::string& what) { return parse_integer(text, 0, INT64_MAX, what); }
+
+CLI::Option* add_precision_option(CLI::App& cmd, std::string& precision) {
+  return cmd.add_option("--precision", precision, "fp32 | bf16 | fp16: storage of activations and working weights")
+      ->capture_default_str();
+}
+
+CLI::Option* add_backend_option(CLI::App& cmd, BackendChoice& choice) {
+  return cmd
+      .add_option_function<std::string>(
+          "--backend", [&choice](const std::string& name) { choice = parse_backend_choice(name); },
+          "auto | cpu | cuda | cuda-emu (the CUDA kernels on the CPU: slow)")
+      ->default_str(backend_choice_name(choice));
+}
+
+CLI::Option* add_threads_option(CLI::App& cmd, int& threads) {
+  return add_int_option(cmd, "--threads", threads, "CPU threads for the CPU backend (0: all cores)", 0, 65536);
+}
+
+void GpuFlags::add_to(CLI::App& cmd) {
+  cmd.add_flag("--tf32", gpu.tf32, "CUDA: allow TF32 tensor-core GEMMs (off: exact fp32)");
+  cmd.add_option("--attention", attention, "CUDA attention: ours | cudnn (cuDNN fused, where it supports the case)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"ours", "cudnn"}));
+}
+
+GpuOptions GpuFlags::options() const {
+  GpuOptions options = gpu;
+  options.cudnn_attention = attention == "cudnn";
+  return options;
+}
+
+void GpuFlags::note_attention(const Backend& backend, std::ostream& out) const {
+  if (attention == "cudnn" && backend.name() != "cuda")
+    out << "attention: the " << backend.name() << " backend has no cuDNN; tinytrain's attention kernel runs" << std::endl;
+}
+
+}  // namespace tt

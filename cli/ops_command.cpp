@@ -1,0 +1,44 @@
+// `tinytrain ops check|perf`: every backend op against the CPU backend, or timed
+// (engine/ops/ops_run.h, docs/ops.md).
+#include <iostream>
+#include <memory>
+
+#include "cli/command.h"
+#include "engine/ops/ops_run.h"
+
+namespace tt {
+
+namespace {
+
+class OpsCommand final : public Command {
+ public:
+  const char* name() const override { return "ops"; }
+  const char* summary() const override {
+    return "check every backend op against the CPU backend (exit 1: one is beyond tolerance), or time each one";
+  }
+
+  void add_flags(CLI::App& cmd) override {
+    OpsOptions& o = options_;
+    cmd.add_option("mode", o.mode, "check | perf")->required()->check(CLI::IsMember({"check", "perf"}));
+    cmd.add_option("--op", o.op, "only this op, or the ops whose names contain it (e.g. linear)");
+    add_backend_option(cmd, o.backend);
+    cmd.add_option("--dtype", o.dtype, "only this storage dtype: fp32 | bf16 | fp16 (default: all three)")
+        ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
+    add_threads_option(cmd, threads_);
+  }
+
+  int run() override {
+    set_cpu_threads(threads_);
+    return run_ops(options_, std::cout);
+  }
+
+ private:
+  OpsOptions options_;
+  int threads_ = 0;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_ops_command() { return std::make_unique<OpsCommand>(); }
+
+}  // namespace tt

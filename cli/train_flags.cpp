@@ -1,0 +1,126 @@
+// The flags of a training run (cli/train_flags.h).
+#include "cli/train_flags.h"
+
+#include <cmath>
+
+#include "cli/command.h"
+#include "engine/memory_plan.h"
+#include "engine/trainer.h"
+
+namespace tt {
+
+namespace {
+
+void validate_loss_scaler(const LossScalerConfig& s) {
+  if (!(std::isfinite(s.init_scale) && s.init_scale > 0))
+    throw InputError("invalid config: --loss-scale-init must be positive and finite");
+  if (!(std::isfinite(s.growth_factor) && s.growth_factor > 1))
+    throw InputError("invalid config: --loss-scale-growth must be above 1");
+  if (!(s.backoff_factor > 0 && s.backoff_factor < 1))
+    throw InputError("invalid config: --loss-scale-backoff must be in (0, 1)");
+  if (s.growth_interval <= 0) throw InputError("invalid config: --loss-scale-interval must be positive");
+}
+
+}  // namespace
+
+TrainFlags::TrainFlags() { options.optimizer.lr = 1e-4; }
+
+void TrainFlags::add_to(CLI::App& cmd) {
+  ModelConfig& m = options.model;
+  add_int_option(cmd, "--vocab-size", m.vocab_size, "vocabulary size");
+  add_int_option(cmd, "--d-model", m.d_model, "model width");
+  add_int_option(cmd, "--n-head", m.n_head, "attention heads (must divide d-model)");
+  add_int_option(cmd, "--n-layer", m.n_layer, "encoder layers");
+  add_int_option(cmd, "--d-ff", m.d_ff, "feed-forward width");
+  cmd.add_option("--activation", activation, "relu | gelu (exact erf)")->capture_default_str();
+  cmd.add_option("--norm-first", m.norm_first, "pre-norm (true, adds encoder.norm) or post-norm (false)")
+      ->capture_default_str();
+  cmd.add_option("--causal", m.causal, "causal attention mask")->capture_default_str();
+  cmd.add_option("--pos-embedding", pos_embedding, "none | learned")->capture_default_str();
+  add_int_option(cmd, "--max-seq-len", m.max_seq_len, "rows of the positional table; seq must not exceed it");
+  cmd.add_option("--layer-norm-eps", m.layer_norm_eps, "LayerNorm epsilon")->capture_default_str();
+  cmd.add_option("--dropout", m.dropout, "dropout probability in [0, 1)")->capture_default_str();
+  RunConfig& r = options.run;
+  add_int_option(cmd, "--batch", r.batch, "sequences per step");
+  add_int_option(cmd, "--seq", r.seq, "tokens per sequence");
+  add_int_option(cmd, "--steps", r.steps, "optimizer steps");
+  add_seed_option(cmd, seed, r.seed, "seed for initialisation, data and dropout, in [0, 2^63)");
+  AdamWConfig& a = options.optimizer;
+  cmd.add_option("--lr", a.lr, "AdamW learning rate")->capture_default_str();
+  cmd.add_option("--beta1", a.beta1, "AdamW beta1")->capture_default_str();
+  cmd.add_option("--beta2", a.beta2, "AdamW beta2")->capture_default_str();
+  cmd.add_option("--eps", a.eps, "AdamW epsilon")->capture_default_str();
+  cmd.add_option("--weight-decay", a.weight_decay, "AdamW decoupled weight decay")->capture_default_str();
+  // The lr schedule and clipping (kernels/common/lr_schedule.h, adamw_update.h): evaluated on
+  // the backend from the training step and the gradient norm, so one CUDA graph serves every step.
+  cmd.add_option("--warmup-steps", a.schedule.warmup_steps,
+                 "lr warmup: steps 0..N-1 take lr x (step + 1) / N, then the schedule")
+      ->check(integer_in(0, INT_MAX))
+      ->capture_default_str();
+  cmd.add_option_function<std::string>(
+         "--lr-schedule", [&a](const std::string& name) { a.schedule.kind = parse_lr_schedule(name); },
+         "lr after the warmup: constant | cosine (to --min-lr at --steps) | linear (to --min-lr at --steps)")
+      ->check(CLI::Validator(
+          [](std::string& name) {
+            try {
+              parse_lr_schedule(name);
+              return std::string();
+            } catch (const InputError& e) {
+              return std::string(e.what());
+            }
+          },
+          "NAME"))
+      ->default_str(lr_schedule_name(a.schedule.kind));
+  cmd.add_option("--min-lr", a.schedule.min_lr, "the lr cosine and linear decay to, in [0, lr]")->capture_default_str();
+  cmd.add_option("--grad-clip", a.grad_clip, "clip the unscaled gradients to this global L2 norm (clip_grad_norm_; 0: off)")
+      ->capture_default_str();
+  add_int_option(cmd, "--grad-accum", options.grad_accum, "micro-batches per optimizer step (must divide --batch)");
+  cmd.add_option("--recompute", recompute, "none | ffn | layer: activations backward recomputes")->capture_default_str();
+  add_precision_option(cmd, precision);
+  LossScalerConfig& s = options.loss_scaler;
+  cmd.add_option("--loss-scale-init", s.init_scale, "fp16: initial loss scale")->capture_default_str();
+  cmd.add_option("--loss-scale-growth", s.growth_factor, "fp16: scale growth factor")->capture_default_str();
+  cmd.add_option("--loss-scale-backoff", s.backoff_factor, "fp16: scale backoff factor on inf/NaN")
+      ->capture_default_str();
+  add_int_option(cmd, "--loss-scale-interval", s.growth_interval, "fp16: clean steps before the scale grows");
+  add_backend_option(cmd, backend);
+}
+
+void TrainFlags::add_data_parallel_to(CLI::App& cmd) {
+  DataParallelOptions& dp = options.data_parallel;
+  add_int_option(cmd, "--zero", dp.zero_stage, "several ranks: 1 shards AdamW's state across them (ZeRO-1), 0 does not",
+                 0, 1);
+  cmd.add_option("--bucket-mb", dp.bucket_mib,
+                 "several ranks: all-reduce the gradients in buckets of this many MiB during the backward (0: once, "
+                 "after it)")
+      ->capture_default_str();
+}
+
+void TrainFlags::finish() {
+  TrainOptions& o = options;
+  o.run.seed = parse_seed(seed, "invalid config: --seed");
+  o.model.activation = parse_activation(activation);
+  o.model.pos_embedding = parse_pos_embedding(pos_embedding);
+  o.model.validate();
+  // The decaying schedules end at --steps; the constant one needs no end (0: resumable with any --steps).
+  if (o.optimizer.schedule.kind != LrScheduleKind::Constant) o.optimizer.schedule.total_steps = o.run.steps;
+  o.optimizer.validate();
+  o.run.validate(o.model);
+  o.precision = parse_precision(precision);
+  o.recompute = parse_recompute(recompute);
+  validate_loss_scaler(o.loss_scaler);
+  check_data_parallel(o.data_parallel);
+}
+
+void TrainFlags::set_ranks(int ranks) {
+  check_world_size(options.run.batch, ranks);
+  check_grad_accum(options.run.batch / ranks, options.grad_accum);
+  options.ranks = ranks;
+}
+
+void TrainFlags::check_fits(const Placement& where) const {
+  if (plan_training(options, where.kind).device_bytes() > where.available)
+    throw InputError(out_of_memory_message(options, where.kind, where.available, ""));
+}
+
+}  // namespace tt

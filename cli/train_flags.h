@@ -1,0 +1,36 @@
+// The flags `train`, `plan` and `profile` share, so that one command line describes one run
+// for all three: the model, the run and the optimizer, how a step runs (--precision,
+// --recompute, --grad-accum, the fp16 loss scaler) and --backend. They fill one TrainOptions
+// (engine/train_options.h), which finish() checks.
+#pragma once
+#include <CLI/CLI.hpp>
+#include <string>
+
+#include "engine/backend_select.h"
+#include "engine/train_options.h"
+
+namespace tt {
+
+struct TrainFlags {
+  TrainOptions options;  // the seed workload's values until a flag says otherwise
+  BackendChoice backend = BackendChoice::Auto;
+  // Flags kept as text until finish() parses them, so that a bad value is one error naming it.
+  std::string activation = "relu", pos_embedding = "none", seed, precision = "fp32", recompute = "none";
+
+  TrainFlags();  // the seed workload: its lr is 1e-4
+  // Declares the model, run and optimizer flags, the step's and the loss scaler's, and --backend.
+  void add_to(CLI::App& cmd);
+  // --zero and --bucket-mb: how several ranks share a step (`train` and `plan`; `profile` runs
+  // in one process).
+  void add_data_parallel_to(CLI::App& cmd);
+  // Parses the text flags into `options` and checks every value; throws InputError naming the flag.
+  void finish();
+  // Checks that `ranks` ranks split the batch, each into --grad-accum micro-batches, and sets
+  // options.ranks, the ranks the memory plan is for.
+  void set_ranks(int ranks);
+  // Throws InputError with the memory plan's numbers and remedies when the run does not fit in
+  // where.available (engine/memory_plan.h).
+  void check_fits(const Placement& where) const;
+};
+
+}  // namespace tt
