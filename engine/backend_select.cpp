@@ -107,6 +107,11 @@ std::unique_ptr<Backend> select_backend(BackendChoice choice, const GpuOptions& 
   }
 }
 
+BackendChoice resolve_auto(BackendChoice choice, bool gpu_present) {
+  if (choice != BackendChoice::Auto) return choice;
+  return gpu_present ? BackendChoice::Cuda : BackendChoice::Cpu;
+}
+
 bool runs_emulated(BackendChoice choice) { return choice == BackendChoice::CudaEmu; }
 
 std::string running_backend_name(BackendChoice choice, const Backend& backend) {
@@ -126,8 +131,7 @@ std::unique_ptr<GpuProbes> select_gpu_probes(BackendChoice choice) {
 Placement place_run(BackendChoice choice, const std::string& device_memory, bool must_measure, int device) {
   const bool emulated = runs_emulated(choice);
   const bool gpu_usable = query_cuda_device(device).usable;
-  const bool on_cpu = choice == BackendChoice::Cpu || (choice == BackendChoice::Auto && !gpu_usable);
-  const std::string kind = on_cpu ? "cpu" : "cuda";
+  const std::string kind = resolve_auto(choice, gpu_usable) == BackendChoice::Cpu ? "cpu" : "cuda";
   if (!device_memory.empty()) return {kind, parse_bytes(device_memory), false};
   const bool measurable = kind == "cpu" || emulated || gpu_usable;
   if (must_measure && !measurable)

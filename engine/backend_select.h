@@ -27,6 +27,10 @@ struct GpuOptions {
 // CudaEmu: the CUDA backend's code on the SIMT emulator (simt/), with one line on `note`.
 std::unique_ptr<Backend> select_backend(BackendChoice choice, const GpuOptions& gpu, std::ostream& note);
 
+// The backend a choice trains on, before any exists: Auto is Cuda when a GPU is there
+// (gpu_present), else Cpu; every other choice is itself.
+BackendChoice resolve_auto(BackendChoice choice, bool gpu_present);
+
 // Whether the choice runs the CUDA backend on the emulator: its times and numbers are no
 // hardware's (no peaks, no MFU) and its stream is no GPU's (no NCCL, one process).
 bool runs_emulated(BackendChoice choice);

@@ -457,17 +457,19 @@ void probe_device(Report& report, GpuProbes& gpu, int d, bool needed, std::vecto
   if (!emulated && !key_saved && peak.memory_gbps > 0 && !peak.tflops.empty()) peaks.push_back(peak);
 }
 
-// The CUDA backend's training step against the CPU backend's on the same workload and batch.
-void probe_gpu_training(Report& report, bool emulated, bool needed, const std::optional<StepResult>& cpu_seed_step) {
+// The CUDA backend's training step (`backend`: on the GPU or on the emulator) against the CPU
+// backend's on the same workload and batch.
+void probe_gpu_training(Report& report, BackendChoice backend, bool needed,
+                        const std::optional<StepResult>& cpu_seed_step) {
+  const bool emulated = runs_emulated(backend);
   Probe p{"gpu.train_step"};
   const TrainOptions work = emulated ? tiny_workload() : seed_workload();
   const std::string prefix = emulated ? "emulated: " : "";
   try {
     std::ostream no_notes(nullptr);  // select_backend's note on cuda-emu: the line says "emulated" already
     GpuOptions on_first_gpu;
-    std::unique_ptr<Backend> backend =
-        select_backend(emulated ? BackendChoice::CudaEmu : BackendChoice::Cuda, on_first_gpu, no_notes);
-    const StepResult step = two_training_steps(*backend, work);
+    std::unique_ptr<Backend> gpu_backend = select_backend(backend, on_first_gpu, no_notes);
+    const StepResult step = two_training_steps(*gpu_backend, work);
     // The reference: the CPU backend's first step on the same workload (the emulator's tiny
     // one costs the CPU a few milliseconds).
     std::optional<double> cpu_loss;
@@ -559,8 +561,9 @@ void probe_libraries(Report& report, GpuProbes& gpu, int device_count) {
   }
 }
 
-void probe_gpu(Report& report, GpuProbes& gpu, const GpuRuntimeInfo& runtime, bool needed,
-               const std::optional<StepResult>& cpu_seed_step, std::vector<Peaks>& peaks) {
+// `training_backend`: what training would run on (a GPU one whenever a device is there).
+void probe_gpu(Report& report, GpuProbes& gpu, const GpuRuntimeInfo& runtime, BackendChoice training_backend,
+               bool needed, const std::optional<StepResult>& cpu_seed_step, std::vector<Peaks>& peaks) {
   const bool emulated = gpu.emulated();
   {
     Probe p{"gpu.runtime"};
@@ -593,7 +596,7 @@ void probe_gpu(Report& report, GpuProbes& gpu, const GpuRuntimeInfo& runtime, bo
     report.add({"gpu.train_step", Verdict::Skip, "needs a GPU (gpu.runtime failed)"});
   } else {
     for (int d = 0; d < runtime.device_count; ++d) probe_device(report, gpu, d, needed, peaks);
-    probe_gpu_training(report, emulated, needed, cpu_seed_step);
+    probe_gpu_training(report, training_backend, needed, cpu_seed_step);
   }
   probe_libraries(report, gpu, runtime.device_count);
 }
@@ -700,11 +703,8 @@ int run_doctor(const DoctorOptions& options, std::ostream& out) {
   const std::unique_ptr<GpuProbes> gpu = select_gpu_probes(choice);
   const GpuRuntimeInfo runtime = gpu ? gpu->runtime() : GpuRuntimeInfo{};
   // The links training needs: the GPU's where it would train there, else the CPU's.
-  const bool trains_on_gpu = choice == BackendChoice::Cuda || runs_emulated(choice) ||
-                             (choice == BackendChoice::Auto && runtime.device_count > 0);
-  const BackendChoice training_backend = !trains_on_gpu            ? BackendChoice::Cpu
-                                         : runs_emulated(choice) ? BackendChoice::CudaEmu
-                                                                 : BackendChoice::Cuda;
+  const BackendChoice training_backend = resolve_auto(choice, runtime.device_count > 0);
+  const bool trains_on_gpu = training_backend != BackendChoice::Cpu;
   if (launch.rank != 0) {
     probe_all_reduce(report, launch, training_backend);
     if (!report.any_fail()) return 0;
@@ -714,7 +714,7 @@ int run_doctor(const DoctorOptions& options, std::ostream& out) {
   std::vector<Peaks> peaks;
   const std::optional<StepResult> cpu_seed_step = probe_cpu(report, /*needed=*/!trains_on_gpu, peaks);
   if (gpu)
-    probe_gpu(report, *gpu, runtime, trains_on_gpu, cpu_seed_step, peaks);
+    probe_gpu(report, *gpu, runtime, training_backend, trains_on_gpu, cpu_seed_step, peaks);
   else
     report.add({"gpu", Verdict::Skip, "--backend cpu: the GPU is not probed"});
   probe_all_reduce(report, launch, training_backend);
