@@ -16,8 +16,8 @@
 #   - CudaTraining.*: seed-size training on the emulator, about 13 s a step here; their kernels
 #     and shapes are the op and memory tests' (which run here) at a larger size, and their
 #     verify test is the in-process twin of the verify_cuda_emu* tests;
-#   - pytorch_parity.seed_full_size: three quarters of its time is PyTorch making the
-#     reference (10 s, then verify 3 s); the engine's part, the seed config's fp32 steps,
+#   - pytorch_parity.full_size_gelu: three quarters of its time is PyTorch making the
+#     reference (10 s, then verify 3 s); the engine's part, fp32 steps at the seed's sizes,
 #     runs here in MixedPrecisionSeedWorkload, and verify's code in verify_cpu*;
 #   - the mutants (label "mutants"): they check the suite, not the code.
 # At reduced size (TINYTRAIN_TEST_REDUCED, tests/reduced_size.h), each test alone on 2 cores:
