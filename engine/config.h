@@ -1,7 +1,6 @@
 // Model, optimizer and run configuration, with validation that names the bad field.
 #pragma once
 #include <cstdint>
-#include <stdexcept>
 #include <string>
 
 #include "base/input_error.h"
