@@ -2,9 +2,17 @@
 # Installs what tinytrain builds and tests with (Debian 12 packages), then configures and
 # builds it in build/. Safe to re-run: apt is only called for packages that are missing.
 # The CUDA toolkit is used when present at /usr/local/cuda (or nvcc on PATH); without it
-# the CPU engine builds alone.
+# the CPU engine builds alone. Compilations go through ccache when it is installed (it is one
+# of the packages below): a re-run, or a second checkout on the same machine, recompiles only
+# what changed; a fresh machine builds cold, as without it.
+#
+#   scripts/setup.sh            packages, then the build
+#   scripts/setup.sh packages   the packages only
+#   scripts/setup.sh build      the build only (scripts/test.sh times the two apart)
 set -euo pipefail
 cd "$(dirname "$0")/.."
+what=${1:-all}
+case "$what" in all | packages | build) ;; *) echo "usage: scripts/setup.sh [packages|build]" >&2; exit 2 ;; esac
 
 # clang, its sanitizer runtimes (only recommended by clang's packages, which apt skips here)
 # and its OpenMP runtime: the sanitizer build, scripts/test_sanitizers.sh. SentencePiece: the
@@ -13,8 +21,9 @@ cd "$(dirname "$0")/.."
 packages=(cmake ninja-build g++ libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev googletest python3-torch clang libclang-rt-14-dev libomp-dev
           libopenmpi-dev openmpi-bin libsentencepiece-dev fortunes
-          python3-matplotlib)
+          python3-matplotlib ccache)
 missing=()
+[ "$what" = build ] && packages=()
 for p in "${packages[@]}"; do
   dpkg -s "$p" >/dev/null 2>&1 || missing+=("$p")
 done
@@ -26,5 +35,11 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo_cmd env DEBIAN_FRONTEND=noninteractive apt-get install -y -q --no-install-recommends "${missing[@]}"
 fi
 
-cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release
+[ "$what" = packages ] && exit 0
+
+# ccache in front of every compiler (g++, nvcc), or an empty launcher, which also clears one a
+# previous configure left in the cache when ccache has gone since.
+launcher=$(command -v ccache || true)
+cmake -S . -B build -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_C_COMPILER_LAUNCHER="$launcher" \
+  -DCMAKE_CXX_COMPILER_LAUNCHER="$launcher" -DCMAKE_CUDA_COMPILER_LAUNCHER="$launcher"
 cmake --build build -j "$(nproc)"

@@ -1,46 +1,59 @@
 #!/usr/bin/env bash
-# The tests: set up, build, and run every test with ctest, in three groups:
+# The tests: set up, build, and run every test with ctest, in stages:
 #   1. the CPU engine: GoogleTest suites, verify on the committed PyTorch references, parity
 #      with a fresh full-size PyTorch reference, the CLI;
 #   2. the CUDA backend (label "cuda"): on the GPU when one works, else its unchanged code on
-#      the SIMT emulator (docs/emulation.md), each test in two schedules (the op tests in
-#      three); then the mutants
-#      (simt/mutants.txt), which the emulated suite must catch;
-#   3. the CPU suite (without PyTorch parity) and the emulated CUDA suite again, built with
-#      clang's AddressSanitizer and UndefinedBehaviorSanitizer (build-asan/,
-#      scripts/test_sanitizers.sh, whose header says which tests it leaves out or runs at a
-#      reduced size); skipped with --no-sanitizers.
-# The last line adds them up: "tests: N passed, N failed, N skipped".
+#      the SIMT emulator (docs/emulation.md): the kernel suites in every schedule, the
+#      end-to-end ones (training, memory, KV cache, verify) in one (tests/CMakeLists.txt);
+#   3. the mutants (simt/mutants.txt), which the emulated suite must catch;
+#   4. the CPU suite and the emulated kernel suites again, built with clang's
+#      AddressSanitizer and UndefinedBehaviorSanitizer (build-asan/,
+#      scripts/test_sanitizers.sh, whose header says what it runs and why), then bounded
+#      fuzzing; skipped with --no-sanitizers.
+# docs/testing.md says what runs where and what each stage costs. The last line adds the
+# stages up: "tests: N passed, N failed, N skipped; stages: NAME M:SS, ..., total M:SS".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 sanitizers=1
 [ "${1:-}" = "--no-sanitizers" ] && sanitizers=0
-scripts/setup.sh || exit 1
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 status=0
-run_group() {  # title, then ctest arguments
-  local title=$1
+stage_times=()
+# timed NAME COMMAND...: runs the command, output into the log too; its time goes into the
+# summary and a failure into the exit status.
+timed() {
+  local name=$1 start=$SECONDS
   shift
-  echo "== $title"
-  ctest --output-on-failure -j "$(nproc)" "$@" 2>&1 | tee -a "$log"
+  "$@" 2>&1 | tee -a "$log"
   [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  local s=$((SECONDS - start))
+  stage_times+=("$name $((s / 60)):$(printf %02d $((s % 60)))")
+}
+ctest_group() {  # title, then ctest arguments
+  echo "== $1"
+  shift
+  (cd build && ctest --output-on-failure -j "$(nproc)" "$@")
 }
 
-cd build
-run_group "CPU engine, PyTorch parity, CLI" -LE 'cuda|mutants'
-run_group "CUDA backend (on the GPU if one works, else on the SIMT emulator), schedules forward, random (and reverse)" -L cuda
-run_group "mutants of the CUDA kernels, caught by the emulated suite" -L mutants
-cd ..
+timed packages scripts/setup.sh packages
+[ "$status" -eq 0 ] || exit 1
+timed build scripts/setup.sh build
+[ "$status" -eq 0 ] || exit 1
+timed cpu ctest_group "CPU engine, PyTorch parity, CLI" -LE 'cuda|mutants'
+timed cuda ctest_group "CUDA backend (on the GPU if one works, else on the SIMT emulator)" -L cuda
+timed mutants ctest_group "mutants of the CUDA kernels, caught by the emulated suite" -L mutants
 if [ "$sanitizers" = 1 ]; then
   echo "== the CPU and emulated CUDA suites under AddressSanitizer and UndefinedBehaviorSanitizer (clang)"
-  scripts/test_sanitizers.sh 2>&1 | tee -a "$log"
-  [ "${PIPESTATUS[0]}" -eq 0 ] || status=1
+  timed asan-build scripts/test_sanitizers.sh build
+  timed asan-tests scripts/test_sanitizers.sh test
+  timed fuzz scripts/test_sanitizers.sh fuzz
 fi
 
 # ctest's "N% tests passed, F tests failed out of T" lines, and its skipped tests, added up.
 read -r total failed < <(awk '/tests passed, .* tests failed out of/ {t += $NF; f += $4} END {print t+0, f+0}' "$log")
 skipped=$(grep -c -- '\*\*\*Skipped' "$log")
-echo "tests: $((total - failed - skipped)) passed, $failed failed, $skipped skipped"
+summary=$(IFS=,; echo "${stage_times[*]}" | sed 's/,/, /g')
+echo "tests: $((total - failed - skipped)) passed, $failed failed, $skipped skipped; stages: $summary, total $((SECONDS / 60)):$(printf %02d $((SECONDS % 60)))"
 exit $status
