@@ -8,6 +8,7 @@
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "kernels/cudnn/cudnn_graph.h"
 
@@ -38,5 +39,12 @@ struct SdpaBackwardIds {
 // needed) and fill in the ids; g.build(handle, ...) then makes the execution plan.
 void describe_sdpa_forward(CudnnGraph& g, const SdpaCase& c, SdpaForwardIds& ids);
 void describe_sdpa_backward(CudnnGraph& g, const SdpaCase& c, SdpaBackwardIds& ids);
+
+// Every tensor descriptor declares kCudnnByteAlignment. The operands' addresses are their
+// buffers' starts (the backend's allocations: 256-byte cudaMalloc blocks, 64-byte arena slots,
+// kernels/arena.cpp) except k and v (dk and dv), which start C and 2C elements into each
+// packed row. Checked once, when the plans are prepared: why this case breaks the declared
+// alignment, or "" when it does not.
+std::string sdpa_misaligned_operand(const SdpaCase& c);
 
 }  // namespace tt
