@@ -2,6 +2,8 @@
 // references:
 //   - which cases it serves, and the graphs' math evaluated on the host in double against the
 //     CPU backend, dropout masks included (no GPU needed);
+//   - the graphs' attributes where NVIDIA's cudnn-frontend declares something particular, and
+//     the alignment check and one-line fallback reason (no GPU needed);
 //   - without dropout: forward output, the saved row statistics and every gradient against
 //     the CPU backend in fp32 on the same 16-bit inputs, and against our own CUDA kernel, over
 //     awkward shapes (seq 2, 17, 33, 64, 67; head sizes 8 to 128; causal or not);
@@ -246,7 +248,8 @@ TEST(CudnnAttentionGraphs, MatmulsSetTheFrontendsAttributesAndNoPaddingValue) {
   const std::vector<cudnnBackendAttributeName_t> expected = {
       CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_ATTR_OPERATION_MATMUL_CDESC,
       CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_ATTR_MATMUL_COMP_TYPE};
-  for (const GraphParam& p : {GraphParam{false, 0.0f, CUDNN_DATA_BFLOAT16}, GraphParam{true, 0.1f, CUDNN_DATA_HALF}}) {
+  for (const GraphParam& p :
+       {GraphParam{false, 0.0f, CUDNN_DATA_BFLOAT16}, GraphParam{true, 0.1f, CUDNN_DATA_HALF}}) {
     const SdpaCase c{2, 64, 4, 32, p.causal, p.io, p.dropout_p};
     CudnnGraph forward, backward;
     SdpaForwardIds fwd_ids{};
@@ -308,6 +311,26 @@ TEST(CudnnAttentionGraphs, BackwardDeclaresTheFrontendsTensors) {
   }
 }
 
+// The backward's dropout scalars, as the frontend makes them: one by-value 1/(1-p) tensor for
+// both of its uses (P before dV, and dS), and (1-p) itself, not 1/(1/(1-p)), for the row sums
+// (in fp32 they differ for p = 0.01: 0.99000001 against 0.990000069).
+TEST(CudnnAttentionGraphs, BackwardDropoutScalarsAreTheFrontends) {
+  const float p = 0.01f;
+  CudnnGraph g;
+  SdpaBackwardIds ids{};
+  describe_sdpa_backward(g, SdpaCase{2, 64, 4, 32, false, CUDNN_DATA_BFLOAT16, p}, ids);
+  const GraphTensor& fraction = tensor_of(g, op_writing(g, GraphOpKind::Pointwise, ids.softmax_sum).b);
+  EXPECT_TRUE(fraction.by_value);
+  EXPECT_EQ(fraction.value, 1.0f - p);
+  std::vector<int64_t> scale_uses;
+  for (const GraphOp& op : g.op_list())
+    if (op.kind == GraphOpKind::Pointwise && op.b != 0 && tensor_of(g, op.b).by_value &&
+        tensor_of(g, op.b).value == 1.0f / (1.0f - p))
+      scale_uses.push_back(op.b);
+  ASSERT_EQ(scale_uses.size(), 2u);
+  EXPECT_EQ(scale_uses[0], scale_uses[1]) << "one 1/(1-p) tensor";
+}
+
 // Every tensor descriptor declares 16-byte alignment; k and v start C elements apart in the
 // packed qkv, so C 16-bit elements must fill whole 16-byte units. prepare() refuses the case
 // otherwise, once, instead of checking pointers at every execute. (Served head sizes are
@@ -352,7 +375,8 @@ TEST(CudnnAttentionSupport, NoEngineGivesOneLogLineWithCudnnsReason) {
 
 // The fallback line stays one line whatever the reason holds.
 TEST(CudnnAttentionSupport, FallbackLineIsOneLine) {
-  EXPECT_EQ(cudnn_fallback_line("head size 6: not served"), "head size 6: not served; tinytrain's attention kernel runs");
+  EXPECT_EQ(cudnn_fallback_line("head size 6: not served"),
+            "head size 6: not served; tinytrain's attention kernel runs");
   EXPECT_EQ(cudnn_fallback_line("plan failed\nengine 3: no\r\n\nengine 4: no\n"),
             "plan failed; engine 3: no; engine 4: no; tinytrain's attention kernel runs");
 }

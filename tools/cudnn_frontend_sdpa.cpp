@@ -31,7 +31,9 @@ int main(int argc, char** argv) {
   const int64_t B = 2, NH = 4, T = 64, HS = 32, C = NH * HS;
 
   fe::graph::Graph graph;
-  graph.set_io_data_type(io).set_intermediate_data_type(fe::DataType_t::FLOAT).set_compute_data_type(fe::DataType_t::FLOAT);
+  graph.set_io_data_type(io)
+      .set_intermediate_data_type(fe::DataType_t::FLOAT)
+      .set_compute_data_type(fe::DataType_t::FLOAT);
   graph.set_sm_version(90);  // no device to ask
   auto tensor = [&](const char* name, int64_t uid, int64_t row_stride) {
     return graph.tensor(fe::graph::Tensor_attributes().set_name(name).set_uid(uid).set_dim({B, NH, T, HS})
@@ -42,7 +44,11 @@ int main(int argc, char** argv) {
                             .set_stride({1, 1, 1, 1}).set_data_type(fe::DataType_t::INT64));
   };
   TensorPtr q = tensor("q", 1, 3 * C), k = tensor("k", 2, 3 * C), v = tensor("v", 3, 3 * C);
-  TensorPtr seed = dropout_p > 0 ? scalar("seed", 10) : nullptr, offset = dropout_p > 0 ? scalar("offset", 11) : nullptr;
+  TensorPtr seed, offset;  // cuDNN's Philox seed and offset, int64 device scalars
+  if (dropout_p > 0) {
+    seed = scalar("seed", 10);
+    offset = scalar("offset", 11);
+  }
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   if (!backward) {
     auto options = fe::graph::SDPA_attributes().set_name("sdpa").set_generate_stats(true).set_attn_scale(scale);

@@ -139,7 +139,8 @@ void CudnnGraph::pointwise(cudnnPointwiseMode_t mode, int64_t x, int64_t y, int6
   op->set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, tensor_desc(y))
       .set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &one)
       .set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &one);
-  add_op(std::move(op), &desc, GraphOp{GraphOpKind::Pointwise, x, b, t, y, mode, CUDNN_REDUCE_TENSOR_ADD, axis, 0.0, {}});
+  add_op(std::move(op), &desc,
+         GraphOp{GraphOpKind::Pointwise, x, b, t, y, mode, CUDNN_REDUCE_TENSOR_ADD, axis, 0.0, {}});
 }
 
 void CudnnGraph::reduction(cudnnReduceTensorOp_t reduce, int64_t x, int64_t y) {

@@ -148,9 +148,10 @@ void describe_sdpa_backward(CudnnGraph& g, const SdpaCase& c, SdpaBackwardIds& i
   ids.dv = qkv_input(g, c);
   ids.seed = ids.offset = 0;
   const bool dropout = c.dropout_p > 0.0f;
-  // The frontend's dropout scalars, one by-value tensor each: 1/(1-p), used twice, and (1-p)
-  // computed as such (not as the inverse of 1/(1-p), which may differ in the last bit); 1 for
-  // the row sums when there is no dropout.
+  // The frontend's dropout scalars (Dropout_scale, Dropout_scale_inv in
+  // node/scaled_dot_product_flash_attention.h, commit 3929da2), one by-value tensor each:
+  // 1/(1-p), used twice, and (1-p) computed as such (1/(1/(1-p)) differs in the last bit for
+  // some p, 0.01 for one); 1 for the row sums when there is no dropout.
   const int64_t keep_scale = dropout ? g.scalar(1.0f / (1.0f - c.dropout_p)) : 0;
   const int64_t keep_fraction = g.scalar(dropout ? 1.0f - c.dropout_p : 1.0f);
   const int64_t mask = dropout ? dropout_mask(g, c, ids.seed, ids.offset) : 0;
@@ -210,7 +211,7 @@ void describe_sdpa_backward(CudnnGraph& g, const SdpaCase& c, SdpaBackwardIds& i
 }
 
 std::string sdpa_misaligned_operand(const SdpaCase& c) {
-  const int64_t element_bytes = c.io == CUDNN_DATA_FLOAT ? 4 : 2;
+  const int64_t element_bytes = 2;  // bf16 or fp16
   const int64_t part_bytes = static_cast<int64_t>(c.NH) * c.HS * element_bytes;
   if (part_bytes % kCudnnByteAlignment == 0) return "";
   return "k and v start " + std::to_string(part_bytes) + " bytes into each packed qkv row, not a multiple of the " +

@@ -1,8 +1,10 @@
 // The two cuDNN operation graphs of fused scaled-dot-product attention ("flash attention"),
-// forward and backward, in the form cuDNN's runtime-fusion engines recognise (the same
-// graphs NVIDIA's cudnn-frontend builds for cuDNN 9). Only the shape of the computation is
-// described here; cuDNN compiles it into one fused kernel per direction that never writes
-// the (T,T) score matrix to memory.
+// forward and backward, in the form cuDNN's runtime-fusion engines recognise: op for op and
+// attribute for attribute the composite graphs NVIDIA's cudnn-frontend (commit 3929da2) builds
+// on cuDNN 9.19, the backward in its deterministic form (docs/kernels.md, "Against
+// cudnn-frontend", lists what still differs). Only the shape of the computation is described
+// here; cuDNN compiles it into one fused kernel per direction that never writes the (T,T)
+// score matrix to memory.
 #pragma once
 #include <cudnn_graph.h>
 
