@@ -4,9 +4,9 @@
 // API log on (CUDNN_LOGLEVEL_DBG=3 CUDNN_LOGDEST_DBG=<file>) and tools/cudnn_api_ops.py lists
 // every descriptor attribute of the graph, to compare with kernels/cudnn/sdpa_graphs.cpp's
 // (docs/kernels.md, "Against cudnn-frontend"). Not part of the build: it needs the frontend's
-// headers (github.com/NVIDIA/cudnn-frontend, include/):
-//   g++ -std=c++17 -I<frontend>/include -I<cuda>/include tools/cudnn_frontend_sdpa.cpp \
-//       -L<cuda>/lib -lcudnn -lcudart -o cudnn_frontend_sdpa
+// headers (github.com/NVIDIA/cudnn-frontend, include/). Build and run, from the repository root:
+//   g++ -std=c++17 -I<frontend>/include -I<cuda>/include tools/cudnn_frontend_sdpa.cpp
+//       -L<cuda>/lib -lcudnn -lcudart -o cudnn_frontend_sdpa      (one command)
 //   cudnn_frontend_sdpa fwd|bwd full|causal <dropout p> bf16|fp16
 #include <cudnn_frontend.h>
 
