@@ -2,6 +2,8 @@
 // references:
 //   - which cases it serves, and the graphs' math evaluated on the host in double against the
 //     CPU backend, dropout masks included (no GPU needed);
+//   - the graphs' attributes where NVIDIA's cudnn-frontend declares something particular, and
+//     the alignment check and one-line fallback reason (no GPU needed);
 //   - without dropout: forward output, the saved row statistics and every gradient against
 //     the CPU backend in fp32 on the same 16-bit inputs, and against our own CUDA kernel, over
 //     awkward shapes (seq 2, 17, 33, 64, 67; head sizes 8 to 128; causal or not);
@@ -30,7 +32,9 @@
 #include <cstdint>
 #include <filesystem>
 #include <memory>
+#include <set>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -119,12 +123,14 @@ TEST(CudnnAttentionGraphs, DescribeAndFinalizeWithoutAGpu) {
     CudnnGraph forward, backward;
     SdpaForwardIds fwd_ids{};
     SdpaBackwardIds bwd_ids{};
+    // (each graph finalized before the next is described: cuDNN's API log then lists them one
+    // after the other, as tools/cudnn_api_ops.py reads it)
     ASSERT_NO_THROW(describe_sdpa_forward(forward, c, fwd_ids)) << label;
+    EXPECT_NO_THROW(forward.operation_graph(nullptr, "forward")) << label;
     ASSERT_NO_THROW(describe_sdpa_backward(backward, c, bwd_ids)) << label;
+    EXPECT_NO_THROW(backward.operation_graph(nullptr, "backward")) << label;
     EXPECT_EQ(forward.op_count(), 10u + (p.causal ? 4u : 0u) + (p.dropout_p > 0 ? 3u : 0u)) << label;
     EXPECT_EQ(backward.op_count(), 17u + (p.causal ? 4u : 0u) + (p.dropout_p > 0 ? 5u : 0u)) << label;
-    EXPECT_NO_THROW(forward.operation_graph(nullptr, "forward")) << label;
-    EXPECT_NO_THROW(backward.operation_graph(nullptr, "backward")) << label;
     // the memory operands have distinct ids; the RNG state only with dropout
     EXPECT_EQ(fwd_ids.seed != 0, p.dropout_p > 0) << label;
     EXPECT_EQ(bwd_ids.offset != 0, p.dropout_p > 0) << label;
@@ -216,7 +222,194 @@ TEST(CudnnAttentionGraphs, ComputeAttentionWhenEvaluatedOnTheHost) {
       }
   }
 }
+
+// ---- the graphs against NVIDIA's cudnn-frontend, attribute by attribute (no GPU needed) ----
+//
+// The expected values below are what cudnn-frontend (commit 3929da2) declared when it built
+// its SDPA graphs for the case B2 T64 NH4 HS32 bf16, on tinytrain's packed layouts, against
+// this machine's cuDNN 9.19, without a device (sm_version 90, no handle), as cuDNN's API log
+// shows them (tools/cudnn_frontend_sdpa.cpp, tools/cudnn_api_ops.py; docs/kernels.md).
+
+const GraphTensor& tensor_of(const CudnnGraph& g, int64_t id) {
+  for (const GraphTensor& t : g.tensor_list())
+    if (t.id == id) return t;
+  throw std::logic_error("no tensor " + std::to_string(id));
+}
+
+// The op of `kind` that writes tensor y.
+const GraphOp& op_writing(const CudnnGraph& g, GraphOpKind kind, int64_t y) {
+  for (const GraphOp& op : g.op_list())
+    if (op.kind == kind && op.y == y) return op;
+  throw std::logic_error("no op writes tensor " + std::to_string(y));
+}
+
+// Every op sets the attributes the frontend's op of that kind sets (as sets: the order does
+// not matter to cuDNN), and no others. Matmuls: the compute type only on the matmul
+// descriptor, no CUDNN_ATTR_MATMUL_PADDING_VALUE (the frontend sets it only when it is not 0,
+// node/matmul.h). Pointwise: alpha1 and alpha2, and the axis for GEN_INDEX only. Reductions:
+// the frontend also sets IS_DETERMINISTIC = false, the default (docs/kernels.md).
+std::multiset<cudnnBackendAttributeName_t> frontend_attributes(const GraphOp& op) {
+  switch (op.kind) {
+    case GraphOpKind::Matmul:
+      return {CUDNN_ATTR_OPERATION_MATMUL_ADESC, CUDNN_ATTR_OPERATION_MATMUL_BDESC, CUDNN_ATTR_OPERATION_MATMUL_CDESC,
+              CUDNN_ATTR_OPERATION_MATMUL_DESC, CUDNN_ATTR_MATMUL_COMP_TYPE};
+    case GraphOpKind::Pointwise: {
+      std::multiset<cudnnBackendAttributeName_t> a = {
+          CUDNN_ATTR_OPERATION_POINTWISE_PW_DESCRIPTOR, CUDNN_ATTR_OPERATION_POINTWISE_XDESC,
+          CUDNN_ATTR_OPERATION_POINTWISE_YDESC,         CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1,
+          CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2,        CUDNN_ATTR_POINTWISE_MODE,
+          CUDNN_ATTR_POINTWISE_MATH_PREC};
+      if (op.b != 0) a.insert(CUDNN_ATTR_OPERATION_POINTWISE_BDESC);
+      if (op.t != 0) a.insert(CUDNN_ATTR_OPERATION_POINTWISE_TDESC);
+      if (op.pointwise_mode == CUDNN_POINTWISE_GEN_INDEX) a.insert(CUDNN_ATTR_POINTWISE_AXIS);
+      return a;
+    }
+    case GraphOpKind::Reduction:
+      return {CUDNN_ATTR_OPERATION_REDUCTION_XDESC, CUDNN_ATTR_OPERATION_REDUCTION_YDESC,
+              CUDNN_ATTR_OPERATION_REDUCTION_DESC, CUDNN_ATTR_REDUCTION_COMP_TYPE, CUDNN_ATTR_REDUCTION_OPERATOR};
+    case GraphOpKind::Reshape:
+      return {CUDNN_ATTR_OPERATION_RESHAPE_XDESC, CUDNN_ATTR_OPERATION_RESHAPE_YDESC};
+    case GraphOpKind::Bernoulli:
+      return {CUDNN_ATTR_OPERATION_RNG_YDESC, CUDNN_ATTR_OPERATION_RNG_SEED, CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC,
+              CUDNN_ATTR_OPERATION_RNG_DESC, CUDNN_ATTR_RNG_DISTRIBUTION, CUDNN_ATTR_RNG_BERNOULLI_DIST_PROBABILITY};
+  }
+  return {};
+}
+
+TEST(CudnnAttentionGraphs, OpsSetTheFrontendsAttributesAndMatmulsNoPaddingValue) {
+  for (const GraphParam& p : {GraphParam{false, 0.0f, CUDNN_DATA_BFLOAT16}, GraphParam{true, 0.0f, CUDNN_DATA_HALF},
+                              GraphParam{false, 0.1f, CUDNN_DATA_HALF}, GraphParam{true, 0.1f, CUDNN_DATA_BFLOAT16}}) {
+    const SdpaCase c{2, 64, 4, 32, p.causal, p.io, p.dropout_p};
+    CudnnGraph forward, backward;
+    SdpaForwardIds fwd_ids{};
+    SdpaBackwardIds bwd_ids{};
+    describe_sdpa_forward(forward, c, fwd_ids);
+    describe_sdpa_backward(backward, c, bwd_ids);
+    size_t matmuls = 0;
+    for (const CudnnGraph* g : {&forward, &backward})
+      for (const GraphOp& op : g->op_list()) {
+        matmuls += op.kind == GraphOpKind::Matmul;
+        const std::multiset<cudnnBackendAttributeName_t> set(op.attributes.begin(), op.attributes.end());
+        EXPECT_EQ(set, frontend_attributes(op)) << "op writing tensor " << op.y;
+        EXPECT_EQ(set.count(CUDNN_ATTR_MATMUL_PADDING_VALUE), 0u);
+      }
+    EXPECT_EQ(matmuls, 2u + 5u);
+  }
+}
+
+// The backward's tensors where the frontend declares something particular.
+TEST(CudnnAttentionGraphs, BackwardDeclaresTheFrontendsTensors) {
+  for (const cudnnDataType_t io : {CUDNN_DATA_BFLOAT16, CUDNN_DATA_HALF}) {
+    const SdpaCase c{2, 64, 4, 32, true, io, 0.0f};
+    CudnnGraph g;
+    SdpaBackwardIds ids{};
+    describe_sdpa_backward(g, c, ids);
+
+    // dO * O, the product whose row sums are softmax_sum: fp32, virtual, with the frontend's
+    // strides {NH*T*HS, T*HS, NH*HS, 1} ("mul_dO_O::OUT_0": Str [ 8192,2048,128,1 ])
+    const GraphOp* d_o_o = nullptr;
+    for (const GraphOp& op : g.op_list())
+      if (op.kind == GraphOpKind::Pointwise && op.pointwise_mode == CUDNN_POINTWISE_MUL && op.x == ids.dout &&
+          op.b == ids.o)
+        d_o_o = &op;
+    ASSERT_NE(d_o_o, nullptr) << "no dO * O product";
+    const GraphTensor& product = tensor_of(g, d_o_o->y);
+    EXPECT_EQ(product.dtype, CUDNN_DATA_FLOAT);
+    EXPECT_TRUE(product.is_virtual);
+    EXPECT_EQ(product.dims, (Dims4{2, 4, 64, 32}));
+    EXPECT_EQ(product.strides, (Dims4{8192, 2048, 128, 1}));
+
+    // dQ = dS K: K is viewed back as [B,NH,T,HS] by a reshape whose output the frontend leaves
+    // untyped, so it takes the graph's intermediate type ("reshape_k::Y": FLOAT, Str
+    // [ 24576,32,384,1 ]); dS enters in fp32 ("matmul_dS_K": aDesc FLOAT)
+    const GraphOp& dq = op_writing(g, GraphOpKind::Matmul, ids.dq);
+    const GraphTensor& k_rows = tensor_of(g, dq.b);
+    EXPECT_EQ(k_rows.dtype, CUDNN_DATA_FLOAT);
+    EXPECT_TRUE(k_rows.is_virtual);
+    EXPECT_EQ(k_rows.dims, (Dims4{2, 4, 64, 32}));
+    EXPECT_EQ(k_rows.strides, (Dims4{24576, 32, 384, 1}));
+    EXPECT_EQ(op_writing(g, GraphOpKind::Reshape, dq.b).x, ids.k);
+    EXPECT_EQ(tensor_of(g, dq.x).dtype, CUDNN_DATA_FLOAT);
+
+    // dV = P^T dO and dK = dS^T q take their transposed left operand in the io type
+    // ("reshape_p::Y", "reshape_dS::Y": BFLOAT16, Str [ 16384,4096,1,64 ])
+    for (const int64_t out : {ids.dv, ids.dk}) {
+      const GraphTensor& left = tensor_of(g, op_writing(g, GraphOpKind::Matmul, out).x);
+      EXPECT_EQ(left.dtype, io);
+      EXPECT_EQ(left.strides, (Dims4{16384, 4096, 1, 64}));
+    }
+  }
+}
+
+// The backward's dropout scalars, as the frontend makes them: one by-value 1/(1-p) tensor for
+// both of its uses (P before dV, and dS), and (1-p) itself, not 1/(1/(1-p)), for the row sums
+// (in fp32 they differ for p = 0.01: 0.99000001 against 0.990000069).
+TEST(CudnnAttentionGraphs, BackwardDropoutScalarsAreTheFrontends) {
+  const float p = 0.01f;
+  CudnnGraph g;
+  SdpaBackwardIds ids{};
+  describe_sdpa_backward(g, SdpaCase{2, 64, 4, 32, false, CUDNN_DATA_BFLOAT16, p}, ids);
+  const GraphTensor& fraction = tensor_of(g, op_writing(g, GraphOpKind::Pointwise, ids.softmax_sum).b);
+  EXPECT_TRUE(fraction.by_value);
+  EXPECT_EQ(fraction.value, 1.0f - p);
+  std::vector<int64_t> scale_uses;
+  for (const GraphOp& op : g.op_list())
+    if (op.kind == GraphOpKind::Pointwise && op.b != 0 && tensor_of(g, op.b).by_value &&
+        tensor_of(g, op.b).value == 1.0f / (1.0f - p))
+      scale_uses.push_back(op.b);
+  ASSERT_EQ(scale_uses.size(), 2u);
+  EXPECT_EQ(scale_uses[0], scale_uses[1]) << "one 1/(1-p) tensor";
+}
+
+// Every tensor descriptor declares 16-byte alignment; k and v start C elements apart in the
+// packed qkv, so C 16-bit elements must fill whole 16-byte units. prepare() refuses the case
+// otherwise, once, instead of checking pointers at every execute. (Served head sizes are
+// multiples of 8, so it holds for every case cuDNN serves: shown here on other sizes.)
+TEST(CudnnAttentionSupport, OperandAlignmentIsCheckedFromTheLayout) {
+  EXPECT_EQ(sdpa_misaligned_operand(SdpaCase{2, 64, 1, 8, false, CUDNN_DATA_BFLOAT16, 0.0f}), "");
+  EXPECT_EQ(sdpa_misaligned_operand(SdpaCase{2, 64, 2, 4, false, CUDNN_DATA_HALF, 0.0f}), "");
+  const std::string why = sdpa_misaligned_operand(SdpaCase{2, 64, 1, 4, false, CUDNN_DATA_HALF, 0.0f});
+  EXPECT_NE(why.find("8 bytes"), std::string::npos) << why;
+  EXPECT_NE(why.find("16-byte"), std::string::npos) << why;
+  EXPECT_NE(sdpa_misaligned_operand(SdpaCase{1, 16, 3, 12, true, CUDNN_DATA_BFLOAT16, 0.1f}), "");  // C 36: 72 bytes
+  for (int hs : {8, 16, 24, 64, 128})
+    for (int nh : {1, 3})
+      EXPECT_EQ(sdpa_misaligned_operand(SdpaCase{2, 8, nh, hs, false, CUDNN_DATA_BFLOAT16, 0.0f}), "") << hs;
+}
+
+// When cuDNN builds no plan, the reason reaches the log as one line. Without a GPU there is no
+// handle: cuDNN's heuristics offer no engine (on a GPU machine, every engine they offer fails
+// to build without the handle), and that is the reason the line gives.
+TEST(CudnnAttentionSupport, NoEngineGivesOneLogLineWithCudnnsReason) {
+  CudnnGraph forward;
+  SdpaForwardIds ids{};
+  describe_sdpa_forward(forward, SdpaCase{2, 64, 4, 32, true, CUDNN_DATA_BFLOAT16, 0.0f}, ids);
+  std::string reason;
+  try {
+    forward.build(nullptr, "cuDNN attention forward");
+    ADD_FAILURE() << "a plan built without a cuDNN handle";
+  } catch (const CudnnError& e) {
+    reason = e.what();
+  }
+  EXPECT_EQ(reason.rfind("cuDNN attention forward: ", 0), 0u) << reason;
+  EXPECT_NE(reason.find("no engine"), std::string::npos) << reason;
+  EXPECT_EQ(reason.find('\n'), std::string::npos) << reason;
+  const std::string line = cudnn_fallback_line("cuDNN cannot serve this attention: " + reason);
+  EXPECT_EQ(line.find('\n'), std::string::npos) << line;
+  EXPECT_NE(line.find(reason), std::string::npos) << line;
+  const std::string ours = "; tinytrain's attention kernel runs";
+  ASSERT_GT(line.size(), ours.size());
+  EXPECT_EQ(line.substr(line.size() - ours.size()), ours) << line;
+}
 #endif
+
+// The fallback line stays one line whatever the reason holds.
+TEST(CudnnAttentionSupport, FallbackLineIsOneLine) {
+  EXPECT_EQ(cudnn_fallback_line("head size 6: not served"),
+            "head size 6: not served; tinytrain's attention kernel runs");
+  EXPECT_EQ(cudnn_fallback_line("plan failed\nengine 3: no\r\n\nengine 4: no\n"),
+            "plan failed; engine 3: no; engine 4: no; tinytrain's attention kernel runs");
+}
 
 // ---- GPU helpers ----
 

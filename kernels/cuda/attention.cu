@@ -458,26 +458,40 @@ Tensor row_statistics(Tensor weights, const AttentionShape& s) {
 
 }  // namespace
 
+std::string cudnn_fallback_line(const std::string& reason) {
+  std::string line;
+  bool line_break = false;  // each run of line breaks inside the reason becomes "; "
+  for (char c : reason) {
+    if (c == '\n' || c == '\r') {
+      line_break = true;
+      continue;
+    }
+    if (line_break && !line.empty()) line += "; ";
+    line_break = false;
+    line += c;
+  }
+  return line + "; tinytrain's attention kernel runs";
+}
+
 // qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T)
 // `--attention cudnn`: cuDNN's fused attention for this case from now on, when it can serve
 // it (kernels/cuda/cudnn_attention.h); else one line saying why, and our kernels keep it.
 std::string CudaBackend::use_library_attention(const AttentionShape& s, DType storage, float dropout_p) {
-  const std::string ours = "; tinytrain's attention kernel runs";
   if (!options_.cudnn_attention) return "";
   require_not_capturing("use_library_attention");
   // A captured graph holds cuDNN's workspace pointer, which a new case could reallocate.
   if (graph_exec_ != nullptr && !(cudnn_attention_ && cudnn_attention_->prepared(s, storage, dropout_p)))
-    return "cuDNN attention is set up before the first CUDA graph is captured, not after" + ours;
+    return cudnn_fallback_line("cuDNN attention is set up before the first CUDA graph is captured, not after");
   try {
     const std::string why_not = cudnn_attention_unsupported(s, storage, dropout_p);
-    if (!why_not.empty()) return why_not + ours;
+    if (!why_not.empty()) return cudnn_fallback_line(why_not);
     if (!cudnn_attention_) cudnn_attention_ = make_cudnn_attention(stream_);
     cudnn_attention_->prepare(s, storage, dropout_p);
   } catch (const std::runtime_error& e) {
     // A failed cudaMalloc stays the runtime's last error: clear it, or the next kernel's
     // launch check would report it.
     cudaGetLastError();
-    return std::string("cuDNN cannot serve this attention: ") + e.what() + ours;
+    return cudnn_fallback_line(std::string("cuDNN cannot serve this attention: ") + e.what());
   }
   return cudnn_attention_->describe() + " runs the attention" +
          (dropout_p > 0.0f ? " (its own dropout masks: not the CPU backend's)" : "");

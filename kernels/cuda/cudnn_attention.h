@@ -52,6 +52,11 @@ class CudnnAttention {
 // needed); "" when it may (cuDNN's engines have the last word when the plans are built).
 std::string cudnn_attention_unsupported(const AttentionShape& s, DType storage, float dropout_p);
 
+// The one line the log prints when cuDNN cannot serve a case (unsupported, or no engine
+// builds its plans: `reason` says which and why) and tinytrain's kernel runs instead:
+// "<reason>; tinytrain's attention kernel runs", line breaks in `reason` turned into "; ".
+std::string cudnn_fallback_line(const std::string& reason);
+
 // A cuDNN handle on `stream`. Throws std::runtime_error when cuDNN is missing from this
 // build or cannot start.
 std::unique_ptr<CudnnAttention> make_cudnn_attention(cudaStream_t stream);

@@ -20,11 +20,13 @@ namespace {
 
 constexpr int kMaxHeadSize = 128;  // cuDNN's fused backward on sm_80/sm_90 (frontend support surface)
 constexpr int kRngOffsetSlot = 2;  // int64 slots: the offset 16 bytes after the seed
+static_assert(kRngOffsetSlot * sizeof(int64_t) % kCudnnByteAlignment == 0, "the RNG offset must keep the alignment");
 
 // cuDNN's dropout RNG state for one attention call: the Philox seed at state[0], the offset
-// at state[kRngOffsetSlot] (16 bytes on: every operand is 16-byte aligned). The seed (host) names the mask site (run seed, layer, micro-batch rows); the offset
-// moves one whole mask (numel draws) per training step, read from device memory so that one
-// captured CUDA graph serves every step. One thread: two integers.
+// at state[kRngOffsetSlot] (16 bytes on: every operand is 16-byte aligned). The seed (host)
+// names the mask site (run seed, layer, micro-batch rows); the offset moves one whole mask
+// (numel draws) per training step, read from device memory so that one captured CUDA graph
+// serves every step. One thread: two integers.
 __global__ void sdpa_rng_state_kernel(int64_t* state, uint64_t site_seed, const uint32_t* step, uint64_t numel) {
   state[0] = static_cast<int64_t>(site_seed);
   state[kRngOffsetSlot] = static_cast<int64_t>(static_cast<uint64_t>(*step) * numel);
@@ -81,6 +83,9 @@ class CudnnAttentionImpl final : public CudnnAttention {
     if (capture != cudaStreamCaptureStatusNone)
       throw std::logic_error("cuDNN attention: plans must be prepared before CUDA graph capture");
     const SdpaCase c{s.B, s.T, s.NH, s.HS, s.causal, cudnn_dtype(storage), dropout_p};
+    // The operands' alignment, once here rather than at every execute (sdpa_graphs.h).
+    const std::string misaligned = sdpa_misaligned_operand(c);
+    if (!misaligned.empty()) throw std::runtime_error(misaligned);
     Plans plans;
     CudnnGraph forward_graph, backward_graph;
     describe_sdpa_forward(forward_graph, c, plans.forward_ids);
@@ -109,7 +114,7 @@ class CudnnAttentionImpl final : public CudnnAttention {
     std::map<int64_t, void*> pointers = {{id.o, out.data}, {id.stats, stats.data}};
     add_qkv(pointers, qkv, s, id.q, id.k, id.v);
     add_rng_state(pointers, s, dropout, id.seed, id.offset);
-    p.forward->execute(handle_, checked(pointers), workspace_);
+    p.forward->execute(handle_, pointers, workspace_);
   }
 
   void backward(Tensor dqkv, Tensor softmax_sum, Tensor dout, Tensor qkv, Tensor out, Tensor stats,
@@ -121,7 +126,7 @@ class CudnnAttentionImpl final : public CudnnAttention {
     add_qkv(pointers, qkv, s, id.q, id.k, id.v);
     add_qkv(pointers, dqkv, s, id.dq, id.dk, id.dv);
     add_rng_state(pointers, s, dropout, id.seed, id.offset);
-    p.backward->execute(handle_, checked(pointers), workspace_);
+    p.backward->execute(handle_, pointers, workspace_);
   }
 
  private:
@@ -144,7 +149,7 @@ class CudnnAttentionImpl final : public CudnnAttention {
     return it->second;
   }
 
-  // q, k, v: the three C-wide parts of each packed row.
+  // q, k, v: the three C-wide parts of each packed row (their alignment: prepare).
   static void add_qkv(std::map<int64_t, void*>& pointers, Tensor packed, const AttentionShape& s, int64_t q,
                       int64_t k, int64_t v) {
     const size_t part = static_cast<size_t>(s.NH) * s.HS * dtype_size(packed.dtype);
@@ -164,14 +169,6 @@ class CudnnAttentionImpl final : public CudnnAttention {
     CUDA_CHECK(cudaGetLastError());
     pointers[seed_id] = rng_state_;
     pointers[offset_id] = rng_state_ + kRngOffsetSlot;
-  }
-
-  // cuDNN was told every operand is 16-byte aligned (cudnn_graph.cpp).
-  static const std::map<int64_t, void*>& checked(const std::map<int64_t, void*>& pointers) {
-    for (const auto& [id, ptr] : pointers)
-      if (reinterpret_cast<uintptr_t>(ptr) % 16 != 0)
-        throw std::logic_error("cuDNN attention: operand " + std::to_string(id) + " is not 16-byte aligned");
-    return pointers;
   }
 
   void release() noexcept {

@@ -11,7 +11,19 @@ void cudnn_check(cudnnStatus_t status, const std::string& what) {
   char detail[512] = {0};
   cudnnGetLastErrorString(detail, sizeof(detail));
   std::string message = what + ": " + cudnnGetErrorString(status);
-  if (detail[0] != '\0') message += std::string(" (") + detail + ")";
+  // cuDNN's message may span lines: each run of line breaks becomes "; " (none at the end).
+  std::string detail_line;
+  bool line_break = false;
+  for (const char* c = detail; *c != '\0'; ++c) {
+    if (*c == '\n' || *c == '\r') {
+      line_break = true;
+      continue;
+    }
+    if (line_break && !detail_line.empty()) detail_line += "; ";
+    line_break = false;
+    detail_line += *c;
+  }
+  if (!detail_line.empty()) message += " (" + detail_line + ")";
   throw CudnnError(message);
 }
 
@@ -27,6 +39,7 @@ CudnnDescriptor& CudnnDescriptor::set(cudnnBackendAttributeName_t name, cudnnBac
                                       int64_t count, const void* values) {
   cudnn_check(cudnnBackendSetAttribute(desc_, name, type, count, values),
               "cudnnBackendSetAttribute (attribute " + std::to_string(static_cast<int>(name)) + ")");
+  attributes_set_.push_back(name);
   return *this;
 }
 
@@ -57,7 +70,7 @@ const CudnnDescriptor& CudnnGraph::tensor_desc(int64_t id) const {
 int64_t CudnnGraph::add_tensor(cudnnDataType_t dtype, const Dims4& dims, const Dims4& strides, bool is_virtual,
                                bool by_value, float value) {
   const int64_t id = next_id_++;
-  const int64_t alignment = 16;  // bytes: every pointer we pass is 16-byte aligned
+  const int64_t alignment = kCudnnByteAlignment;
   const bool yes = true;
   CudnnDescriptor& t = keep(std::make_unique<CudnnDescriptor>(CUDNN_BACKEND_TENSOR_DESCRIPTOR));
   t.set(CUDNN_ATTR_TENSOR_DATA_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &dtype)
@@ -83,26 +96,31 @@ int64_t CudnnGraph::scalar(float value) {
   return add_tensor(CUDNN_DATA_FLOAT, ones, ones, false, true, value);
 }
 
-void CudnnGraph::add_op(std::unique_ptr<CudnnDescriptor> op) {
+void CudnnGraph::add_op(std::unique_ptr<CudnnDescriptor> op, const CudnnDescriptor* inner, GraphOp record) {
   op->finalize("cuDNN operation descriptor");
   ops_.push_back(op->get());
+  record.attributes = op->attributes_set();
+  if (inner != nullptr)
+    record.attributes.insert(record.attributes.end(), inner->attributes_set().begin(), inner->attributes_set().end());
+  op_list_.push_back(std::move(record));
   keep(std::move(op));
 }
 
+// The compute type only. No CUDNN_ATTR_MATMUL_PADDING_VALUE: cudnn-frontend sets it only when
+// it is non-zero (include/cudnn_frontend/node/matmul.h, commit 3929da2), and only its
+// padding-mask graphs ask for one; every sequence here is full length.
 void CudnnGraph::matmul(int64_t a, int64_t b, int64_t c) {
   const cudnnDataType_t compute = CUDNN_DATA_FLOAT;
-  const double padding = 0.0;
   CudnnDescriptor& desc = keep(std::make_unique<CudnnDescriptor>(CUDNN_BACKEND_MATMUL_DESCRIPTOR));
-  desc.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute)
-      .set(CUDNN_ATTR_MATMUL_PADDING_VALUE, CUDNN_TYPE_DOUBLE, 1, &padding);
+  desc.set(CUDNN_ATTR_MATMUL_COMP_TYPE, CUDNN_TYPE_DATA_TYPE, 1, &compute);
   desc.finalize("cuDNN matmul descriptor");
   auto op = std::make_unique<CudnnDescriptor>(CUDNN_BACKEND_OPERATION_MATMUL_DESCRIPTOR);
   op->set_descriptor(CUDNN_ATTR_OPERATION_MATMUL_ADESC, tensor_desc(a))
       .set_descriptor(CUDNN_ATTR_OPERATION_MATMUL_BDESC, tensor_desc(b))
       .set_descriptor(CUDNN_ATTR_OPERATION_MATMUL_CDESC, tensor_desc(c))
       .set_descriptor(CUDNN_ATTR_OPERATION_MATMUL_DESC, desc);
-  add_op(std::move(op));
-  op_list_.push_back(GraphOp{GraphOpKind::Matmul, a, b, 0, c, CUDNN_POINTWISE_ADD, CUDNN_REDUCE_TENSOR_ADD, -1, 0.0});
+  add_op(std::move(op), &desc,
+         GraphOp{GraphOpKind::Matmul, a, b, 0, c, CUDNN_POINTWISE_ADD, CUDNN_REDUCE_TENSOR_ADD, -1, 0.0, {}});
 }
 
 void CudnnGraph::pointwise(cudnnPointwiseMode_t mode, int64_t x, int64_t y, int64_t b, int64_t t,
@@ -121,8 +139,8 @@ void CudnnGraph::pointwise(cudnnPointwiseMode_t mode, int64_t x, int64_t y, int6
   op->set_descriptor(CUDNN_ATTR_OPERATION_POINTWISE_YDESC, tensor_desc(y))
       .set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA1, CUDNN_TYPE_FLOAT, 1, &one)
       .set(CUDNN_ATTR_OPERATION_POINTWISE_ALPHA2, CUDNN_TYPE_FLOAT, 1, &one);
-  add_op(std::move(op));
-  op_list_.push_back(GraphOp{GraphOpKind::Pointwise, x, b, t, y, mode, CUDNN_REDUCE_TENSOR_ADD, axis, 0.0});
+  add_op(std::move(op), &desc,
+         GraphOp{GraphOpKind::Pointwise, x, b, t, y, mode, CUDNN_REDUCE_TENSOR_ADD, axis, 0.0, {}});
 }
 
 void CudnnGraph::reduction(cudnnReduceTensorOp_t reduce, int64_t x, int64_t y) {
@@ -135,16 +153,15 @@ void CudnnGraph::reduction(cudnnReduceTensorOp_t reduce, int64_t x, int64_t y) {
   op->set_descriptor(CUDNN_ATTR_OPERATION_REDUCTION_XDESC, tensor_desc(x))
       .set_descriptor(CUDNN_ATTR_OPERATION_REDUCTION_YDESC, tensor_desc(y))
       .set_descriptor(CUDNN_ATTR_OPERATION_REDUCTION_DESC, desc);
-  add_op(std::move(op));
-  op_list_.push_back(GraphOp{GraphOpKind::Reduction, x, 0, 0, y, CUDNN_POINTWISE_ADD, reduce, -1, 0.0});
+  add_op(std::move(op), &desc, GraphOp{GraphOpKind::Reduction, x, 0, 0, y, CUDNN_POINTWISE_ADD, reduce, -1, 0.0, {}});
 }
 
 void CudnnGraph::reshape(int64_t x, int64_t y) {
   auto op = std::make_unique<CudnnDescriptor>(CUDNN_BACKEND_OPERATION_RESHAPE_DESCRIPTOR);
   op->set_descriptor(CUDNN_ATTR_OPERATION_RESHAPE_XDESC, tensor_desc(x))
       .set_descriptor(CUDNN_ATTR_OPERATION_RESHAPE_YDESC, tensor_desc(y));
-  add_op(std::move(op));
-  op_list_.push_back(GraphOp{GraphOpKind::Reshape, x, 0, 0, y, CUDNN_POINTWISE_ADD, CUDNN_REDUCE_TENSOR_ADD, -1, 0.0});
+  add_op(std::move(op), nullptr,
+         GraphOp{GraphOpKind::Reshape, x, 0, 0, y, CUDNN_POINTWISE_ADD, CUDNN_REDUCE_TENSOR_ADD, -1, 0.0, {}});
 }
 
 void CudnnGraph::bernoulli(int64_t y, int64_t seed, int64_t offset, double keep_probability) {
@@ -158,10 +175,9 @@ void CudnnGraph::bernoulli(int64_t y, int64_t seed, int64_t offset, double keep_
       .set_descriptor(CUDNN_ATTR_OPERATION_RNG_SEED, tensor_desc(seed))
       .set_descriptor(CUDNN_ATTR_OPERATION_RNG_OFFSET_DESC, tensor_desc(offset))
       .set_descriptor(CUDNN_ATTR_OPERATION_RNG_DESC, desc);
-  add_op(std::move(op));
-  op_list_.push_back(
-      GraphOp{GraphOpKind::Bernoulli, seed, offset, 0, y, CUDNN_POINTWISE_ADD, CUDNN_REDUCE_TENSOR_ADD, -1,
-              keep_probability});
+  add_op(std::move(op), &desc,
+         GraphOp{GraphOpKind::Bernoulli, seed, offset, 0, y, CUDNN_POINTWISE_ADD, CUDNN_REDUCE_TENSOR_ADD, -1,
+                 keep_probability, {}});
 }
 
 // ---- plans ----
@@ -219,7 +235,7 @@ std::unique_ptr<CudnnPlan> CudnnGraph::build(cudnnHandle_t handle, const std::st
   cudnn_check(cudnnBackendGetAttribute(heuristics.get(), CUDNN_ATTR_ENGINEHEUR_RESULTS,
                                        CUDNN_TYPE_BACKEND_DESCRIPTOR, 0, &available, nullptr),
               what + ": heuristics results");
-  if (available == 0) throw CudnnError(what + ": cuDNN has no engine for this graph");
+  if (available == 0) throw CudnnError(what + ": cuDNN's heuristics (mode A) offer no engine for this graph");
   std::vector<std::unique_ptr<CudnnDescriptor>> configs;
   std::vector<cudnnBackendDescriptor_t> config_handles;
   for (int64_t i = 0; i < available; ++i) {
@@ -231,20 +247,22 @@ std::unique_ptr<CudnnPlan> CudnnGraph::build(cudnnHandle_t handle, const std::st
                                        CUDNN_TYPE_BACKEND_DESCRIPTOR, available, &returned, config_handles.data()),
               what + ": heuristics results");
 
-  // The first deterministic config that builds; the reason of the last failure otherwise.
-  std::string last_failure = "cuDNN proposed no engine";
+  // The first deterministic config that builds; otherwise one line on why none did.
+  int64_t nondeterministic = 0, failed = 0;
+  std::string last_failure;
   for (int64_t i = 0; i < returned; ++i) {
     const EngineInfo info = engine_info(*configs[i]);
     if (info.nondeterministic) {
-      last_failure = "engine " + std::to_string(info.index) + " is nondeterministic";
+      ++nondeterministic;
       continue;
     }
     auto candidate = std::make_unique<CudnnDescriptor>(CUDNN_BACKEND_EXECUTION_PLAN_DESCRIPTOR);
     try {
       candidate->set(CUDNN_ATTR_EXECUTION_PLAN_HANDLE, CUDNN_TYPE_HANDLE, 1, &handle)
           .set_descriptor(CUDNN_ATTR_EXECUTION_PLAN_ENGINE_CONFIG, *configs[i]);
-      candidate->finalize(what + ": engine " + std::to_string(info.index));
+      candidate->finalize("engine " + std::to_string(info.index));
     } catch (const CudnnError& e) {
+      ++failed;
       last_failure = e.what();
       continue;
     }
@@ -261,7 +279,10 @@ std::unique_ptr<CudnnPlan> CudnnGraph::build(cudnnHandle_t handle, const std::st
     for (const auto& [id, value] : scalars_) plan->scalars_[id] = std::make_unique<float>(value);
     return plan;
   }
-  throw CudnnError(what + ": no engine could build a deterministic plan (" + last_failure + ")");
+  std::string why = std::to_string(returned) + " engine config(s) offered, " + std::to_string(nondeterministic) +
+                    " nondeterministic, " + std::to_string(failed) + " failed to build";
+  if (!last_failure.empty()) why += " (last: " + last_failure + ")";
+  throw CudnnError(what + ": no engine could build a deterministic plan: " + why);
 }
 
 void CudnnPlan::execute(cudnnHandle_t handle, const std::map<int64_t, void*>& pointers, void* workspace) const {

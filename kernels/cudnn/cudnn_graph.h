@@ -32,7 +32,13 @@ class CudnnError : public std::runtime_error {
 };
 
 // Throws CudnnError "<what>: <status> (<cuDNN's last error message>)" unless status is success.
+// One line: line breaks in cuDNN's message become "; ".
 void cudnn_check(cudnnStatus_t status, const std::string& what);
+
+// The byte alignment every tensor descriptor declares (CUDNN_ATTR_TENSOR_BYTE_ALIGNMENT, the
+// frontend's default too): every operand's address, and every stride between its rows, must
+// be a multiple of it. The caller checks that when the plans are prepared (sdpa_graphs.h).
+constexpr int64_t kCudnnByteAlignment = 16;
 
 // One backend descriptor, destroyed with its owner.
 class CudnnDescriptor {
@@ -47,9 +53,12 @@ class CudnnDescriptor {
                        const void* values);
   CudnnDescriptor& set_descriptor(cudnnBackendAttributeName_t name, const CudnnDescriptor& value);
   void finalize(const std::string& what);
+  // The attributes set so far, in order (what tests compare with cudnn-frontend's graphs).
+  const std::vector<cudnnBackendAttributeName_t>& attributes_set() const { return attributes_set_; }
 
  private:
   cudnnBackendDescriptor_t desc_ = nullptr;
+  std::vector<cudnnBackendAttributeName_t> attributes_set_;
 };
 
 using Dims4 = std::array<int64_t, 4>;
@@ -95,6 +104,9 @@ struct GraphOp {
   cudnnReduceTensorOp_t reduce_op;
   int64_t axis;             // GEN_INDEX
   double keep_probability;  // Bernoulli
+  // Every attribute set on the op's descriptors: the operation's own, then its matmul /
+  // pointwise / reduction / RNG descriptor's (none for a reshape).
+  std::vector<cudnnBackendAttributeName_t> attributes;
 };
 
 // Builds one operation graph. Tensor ids are handed out in order from 1.
@@ -135,7 +147,9 @@ class CudnnGraph {
                      float value);
   const CudnnDescriptor& tensor_desc(int64_t id) const;
   CudnnDescriptor& keep(std::unique_ptr<CudnnDescriptor> d);
-  void add_op(std::unique_ptr<CudnnDescriptor> op);
+  // Finalizes op and records it, with the attributes of op and of `inner` (its matmul /
+  // pointwise / reduction / RNG descriptor; null for a reshape).
+  void add_op(std::unique_ptr<CudnnDescriptor> op, const CudnnDescriptor* inner, GraphOp record);
 
   int64_t next_id_ = 1;
   std::map<int64_t, CudnnDescriptor*> tensors_;

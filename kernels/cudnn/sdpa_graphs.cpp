@@ -20,6 +20,7 @@
 
 #include <cmath>
 #include <limits>
+#include <string>
 
 namespace tt {
 
@@ -36,6 +37,11 @@ Dims4 transposed(const Dims4& d) { return {d[0], d[1], d[3], d[2]}; }
 Dims4 merged_strides(const SdpaCase& c) {
   const int64_t C = static_cast<int64_t>(c.NH) * c.HS;
   return {c.T * C, c.HS, C, 1};
+}
+// The frontend's strides for the virtual dO * O product (describe_sdpa_backward).
+Dims4 dout_times_out_strides(const SdpaCase& c) {
+  const int64_t C = static_cast<int64_t>(c.NH) * c.HS;
+  return {c.T * C, static_cast<int64_t>(c.T) * c.HS, C, 1};
 }
 Dims4 scores_dims(const SdpaCase& c) { return {c.B, c.NH, c.T, c.T}; }
 Dims4 row_stat_dims(const SdpaCase& c) { return {c.B, c.NH, c.T, 1}; }
@@ -142,16 +148,25 @@ void describe_sdpa_backward(CudnnGraph& g, const SdpaCase& c, SdpaBackwardIds& i
   ids.dv = qkv_input(g, c);
   ids.seed = ids.offset = 0;
   const bool dropout = c.dropout_p > 0.0f;
-  const float keep_scale = dropout ? 1.0f / (1.0f - c.dropout_p) : 1.0f;
+  // The frontend's dropout scalars (Dropout_scale, Dropout_scale_inv in
+  // node/scaled_dot_product_flash_attention.h, commit 3929da2), one by-value tensor each:
+  // 1/(1-p), used twice, and (1-p) computed as such (1/(1/(1-p)) differs in the last bit for
+  // some p, 0.01 for one); 1 for the row sums when there is no dropout.
+  const int64_t keep_scale = dropout ? g.scalar(1.0f / (1.0f - c.dropout_p)) : 0;
+  const int64_t keep_fraction = g.scalar(dropout ? 1.0f - c.dropout_p : 1.0f);
   const int64_t mask = dropout ? dropout_mask(g, c, ids.seed, ids.offset) : 0;
   const int64_t scale = g.scalar(attention_scale(c));
 
-  // softmax_sum = rowsum(dO * O) * (1-p): the dropout factor of O taken back out
-  const int64_t d_o_o = g.intermediate(CUDNN_DATA_FLOAT, rows_dims(c));
+  // softmax_sum = rowsum(dO * O) * (1-p): the dropout factor of O taken back out. The product
+  // is declared with cudnn-frontend's strides for it, {NH*T*HS, T*HS, NH*HS, 1}: a head stride
+  // of the [B,NH,T,HS] layout with the row stride of dO's (B,T,C) layout ("mul_dO_O" in
+  // include/cudnn_frontend/node/scaled_dot_product_flash_attention.h, commit 3929da2). It is
+  // virtual, never laid out in memory: the strides only describe it, as the frontend does.
+  const int64_t d_o_o = g.tensor(CUDNN_DATA_FLOAT, rows_dims(c), dout_times_out_strides(c), true);
   g.pointwise(CUDNN_POINTWISE_MUL, ids.dout, d_o_o, ids.o);
   const int64_t d_sum = g.intermediate(CUDNN_DATA_FLOAT, rd);
   g.reduction(CUDNN_REDUCE_TENSOR_ADD, d_o_o, d_sum);
-  times(g, rd, d_sum, g.scalar(1.0f / keep_scale), ids.softmax_sum);
+  times(g, rd, d_sum, keep_fraction, ids.softmax_sum);
 
   // P = exp(q k^T * scale [masked] - stats), recomputed
   const int64_t raw = g.intermediate(CUDNN_DATA_FLOAT, sd);
@@ -163,7 +178,7 @@ void describe_sdpa_backward(CudnnGraph& g, const SdpaCase& c, SdpaBackwardIds& i
   const int64_t probs = g.intermediate(CUDNN_DATA_FLOAT, sd);
   g.pointwise(CUDNN_POINTWISE_EXP, shifted, probs);
   int64_t weights = probs;
-  if (dropout) weights = times(g, sd, times(g, sd, probs, mask), g.scalar(keep_scale));
+  if (dropout) weights = times(g, sd, times(g, sd, probs, mask), keep_scale);
 
   // dV = weights^T dO: the transpose is a strided view, in the io dtype
   const Dims4 t_strides = transposed(packed_strides(sd));  // (T_k, T_q) over the (T_q, T_k) layout
@@ -178,17 +193,29 @@ void describe_sdpa_backward(CudnnGraph& g, const SdpaCase& c, SdpaBackwardIds& i
   const int64_t centered = g.intermediate(CUDNN_DATA_FLOAT, sd);
   g.pointwise(CUDNN_POINTWISE_SUB, d_probs, centered, ids.softmax_sum);
   int64_t d_scores = times(g, sd, centered, probs);
-  if (dropout) d_scores = times(g, sd, d_scores, g.scalar(keep_scale));
+  if (dropout) d_scores = times(g, sd, d_scores, keep_scale);
   d_scores = times(g, sd, d_scores, scale);
 
   // dK = dS^T q (transposed view in the io dtype); dQ = dS k, written directly (no fp32
-  // atomic accumulation buffer: the deterministic form)
+  // atomic accumulation buffer: the frontend's deterministic form). k, held as its transpose,
+  // is viewed back as [B,NH,T,HS] by a reshape whose virtual output is declared fp32: the
+  // frontend leaves that tensor's type unset, so it takes the graph's intermediate type
+  // (ReshapeNode::infer_properties_node fills virtual tensors from the context first;
+  // include/cudnn_frontend/node/reshape.h, commit 3929da2). dS enters this matmul in fp32 too.
   const int64_t d_scores_t = g.tensor(c.io, transposed(sd), t_strides, true);
   g.reshape(d_scores, d_scores_t);
   g.matmul(d_scores_t, ids.q, ids.dk);
   const int64_t k_rows = g.tensor(CUDNN_DATA_FLOAT, rows_dims(c), packed_qkv_strides(c), true);
   g.reshape(ids.k, k_rows);
   g.matmul(d_scores, k_rows, ids.dq);
+}
+
+std::string sdpa_misaligned_operand(const SdpaCase& c) {
+  const int64_t element_bytes = 2;  // bf16 or fp16
+  const int64_t part_bytes = static_cast<int64_t>(c.NH) * c.HS * element_bytes;
+  if (part_bytes % kCudnnByteAlignment == 0) return "";
+  return "k and v start " + std::to_string(part_bytes) + " bytes into each packed qkv row, not a multiple of the " +
+         std::to_string(kCudnnByteAlignment) + "-byte alignment cuDNN is told";
 }
 
 }  // namespace tt

@@ -1,13 +1,16 @@
 // The two cuDNN operation graphs of fused scaled-dot-product attention ("flash attention"),
-// forward and backward, in the form cuDNN's runtime-fusion engines recognise (the same
-// graphs NVIDIA's cudnn-frontend builds for cuDNN 9). Only the shape of the computation is
-// described here; cuDNN compiles it into one fused kernel per direction that never writes
-// the (T,T) score matrix to memory.
+// forward and backward, in the form cuDNN's runtime-fusion engines recognise: op for op and
+// attribute for attribute the composite graphs NVIDIA's cudnn-frontend (commit 3929da2) builds
+// on cuDNN 9.19, the backward in its deterministic form (docs/kernels.md, "Against
+// cudnn-frontend", lists what still differs). Only the shape of the computation is described
+// here; cuDNN compiles it into one fused kernel per direction that never writes the (T,T)
+// score matrix to memory.
 #pragma once
 #include <cudnn_graph.h>
 
 #include <cstdint>
 #include <memory>
+#include <string>
 
 #include "kernels/cudnn/cudnn_graph.h"
 
@@ -38,5 +41,12 @@ struct SdpaBackwardIds {
 // needed) and fill in the ids; g.build(handle, ...) then makes the execution plan.
 void describe_sdpa_forward(CudnnGraph& g, const SdpaCase& c, SdpaForwardIds& ids);
 void describe_sdpa_backward(CudnnGraph& g, const SdpaCase& c, SdpaBackwardIds& ids);
+
+// Every tensor descriptor declares kCudnnByteAlignment. The operands' addresses are their
+// buffers' starts (the backend's allocations: 256-byte cudaMalloc blocks, 64-byte arena slots,
+// kernels/arena.cpp) except k and v (dk and dv), which start C and 2C elements into each
+// packed row. Checked once, when the plans are prepared: why this case breaks the declared
+// alignment, or "" when it does not.
+std::string sdpa_misaligned_operand(const SdpaCase& c);
 
 }  // namespace tt
