@@ -8,8 +8,9 @@
 // every later call returns, as a real device fault does. The host learns of the fault when it
 // next waits for the device (a stream, event or device synchronisation, a synchronous copy or
 // memset), the latest point a GPU reports it at: until then calls succeed and the work they
-// enqueue does not run, so an error is blamed on whatever waits next, as it can be on hardware. What graph capture forbids fails as it does
-// on hardware and invalidates the capture. One OS thread drives the runtime at a time.
+// enqueue does not run, so an error is blamed on whatever waits next, as it can be on hardware.
+// What graph capture forbids fails as it does on hardware and invalidates the capture. One OS
+// thread drives the runtime at a time.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
