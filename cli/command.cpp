@@ -47,11 +47,17 @@ CLI::Option* add_threads_option(CLI::App& cmd, int& threads) {
   return add_int_option(cmd, "--threads", threads, "CPU threads for the CPU backend (0: all cores)", 0, 65536);
 }
 
+CLI::Option* add_debug_sync_flag(CLI::App& cmd, bool& debug_sync) {
+  return cmd.add_flag("--debug-sync", debug_sync,
+                      "CUDA: wait after every op and name the op whose kernel faults (slow; no CUDA graphs)");
+}
+
 void GpuFlags::add_to(CLI::App& cmd) {
   cmd.add_flag("--tf32", gpu.tf32, "CUDA: allow TF32 tensor-core GEMMs (off: exact fp32)");
   cmd.add_option("--attention", attention, "CUDA attention: ours | cudnn (cuDNN fused, where it supports the case)")
       ->capture_default_str()
       ->check(CLI::IsMember({"ours", "cudnn"}));
+  add_debug_sync_flag(cmd, gpu.debug_sync);
 }
 
 GpuOptions GpuFlags::options() const {

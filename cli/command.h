@@ -67,7 +67,12 @@ CLI::Option* add_backend_option(CLI::App& cmd, BackendChoice& choice);
 // set_cpu_threads before it runs anything.
 CLI::Option* add_threads_option(CLI::App& cmd, int& threads);
 
-// --tf32 and --attention: how the CUDA backend runs the model (`train`, `profile`, `verify`).
+// --debug-sync: wait for the backend after every op and name the op that fails
+// (kernels/debug_sync_backend.h; TINYTRAIN_DEBUG_SYNC=1 does the same). GpuFlags declares it;
+// `sample` and `ops`, which take no other GPU flag, declare it alone.
+CLI::Option* add_debug_sync_flag(CLI::App& cmd, bool& debug_sync);
+
+// --tf32, --attention and --debug-sync: how the CUDA backend runs the model (`train`, `profile`, `verify`).
 struct GpuFlags {
   GpuOptions gpu;
   std::string attention = "ours";  // ours | cudnn

@@ -31,12 +31,13 @@ class SampleCommand final : public Command {
                    "instead of sampling, write the prompt's logits at every position to this safetensors file");
     add_backend_option(cmd, backend_);
     add_threads_option(cmd, threads_);
+    add_debug_sync_flag(cmd, gpu_.debug_sync);
   }
 
   int run() override {
     set_cpu_threads(threads_);
     options_.seed = parse_seed(seed_, "invalid option: --seed");
-    auto backend = select_backend(backend_, GpuOptions{}, std::cout);
+    auto backend = select_backend(backend_, gpu_, std::cout);
     run_sample(*backend, options_, std::cout);
     return 0;
   }
@@ -46,6 +47,7 @@ class SampleCommand final : public Command {
   std::string seed_;
   BackendChoice backend_ = BackendChoice::Auto;
   int threads_ = 0;
+  GpuOptions gpu_;  // only --debug-sync
 };
 
 }  // namespace

@@ -5,9 +5,11 @@
 #include <omp.h>
 
 #include <cstdint>
+#include <cstdlib>
 
 #include "engine/memory_plan.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/debug_sync_backend.h"
 #include "kernels/cuda_options.h"
 #include "kernels/device_query.h"
 #ifdef TINYTRAIN_HAVE_CUDA
@@ -80,9 +82,7 @@ std::unique_ptr<Backend> open_cuda_backend(const GpuOptions& gpu) {
 #endif
 }
 
-}  // namespace
-
-std::unique_ptr<Backend> select_backend(BackendChoice choice, const GpuOptions& gpu, std::ostream& note) {
+std::unique_ptr<Backend> open_backend(BackendChoice choice, const GpuOptions& gpu, std::ostream& note) {
   switch (choice) {
     case BackendChoice::Cpu:
       return make_cpu_backend();
@@ -105,6 +105,33 @@ std::unique_ptr<Backend> select_backend(BackendChoice choice, const GpuOptions& 
     note << "backend auto: " << e.what() << "; running on the CPU backend" << std::endl;
     return make_cpu_backend();
   }
+}
+
+}  // namespace
+
+bool debug_sync_from_environment() {
+  const char* value = std::getenv("TINYTRAIN_DEBUG_SYNC");
+  if (!value || std::string(value).empty() || std::string(value) == "0") return false;
+  if (std::string(value) == "1") return true;
+  throw InputError(std::string("TINYTRAIN_DEBUG_SYNC must be 1 (on) or 0 (off), got '") + value + "'");
+}
+
+std::unique_ptr<Backend> select_backend(BackendChoice choice, const GpuOptions& gpu, std::ostream& note) {
+  const bool debug_sync = gpu.debug_sync || debug_sync_from_environment();
+  std::unique_ptr<Backend> backend = open_backend(choice, gpu, note);
+  if (!debug_sync) return backend;
+  // The CPU backend runs each op to its end before returning, and an error is thrown by the op
+  // that failed: debug-sync has nothing to add there. Accepting the flag (not refusing it) lets
+  // one command line serve `--backend auto` on a laptop and on a GPU machine alike.
+  if (backend->name() == "cpu") {
+    note << "debug-sync: the cpu backend finishes every op before it returns; nothing to add" << std::endl;
+    return backend;
+  }
+  note << "debug-sync: the " << running_backend_name(choice, *backend)
+       << " backend waits after every op and names the op that fails; CUDA graphs off (a stream being "
+          "captured cannot synchronise); slower"
+       << std::endl;
+  return std::make_unique<DebugSyncBackend>(std::move(backend));
 }
 
 BackendChoice resolve_auto(BackendChoice choice, bool gpu_present) {

@@ -18,6 +18,7 @@ struct GpuOptions {
   bool tf32 = false;             // --tf32: allow TF32 tensor-core GEMMs
   bool cudnn_attention = false;  // --attention cudnn: cuDNN's fused attention where it serves the case
   int device = 0;                // the CUDA device to run on: a rank's LOCAL_RANK
+  bool debug_sync = false;       // --debug-sync: wait after every op, name the op that fails
 };
 
 // Cpu: the CPU backend. Cuda: the CUDA backend, or InputError saying why there is none.
@@ -25,7 +26,13 @@ struct GpuOptions {
 // Cuda and Auto on a machine with GPUs throw InputError when gpu.device is not one of them
 // (a launch with more ranks per node than GPUs), rather than falling back to the CPU.
 // CudaEmu: the CUDA backend's code on the SIMT emulator (simt/), with one line on `note`.
+// With gpu.debug_sync or TINYTRAIN_DEBUG_SYNC=1, a CUDA backend (emulated too) comes wrapped in
+// a DebugSyncBackend (kernels/debug_sync_backend.h: every op waited for, no graphs), and one line
+// on `note` says so; the CPU backend, whose ops have finished when they return, is left as it is.
 std::unique_ptr<Backend> select_backend(BackendChoice choice, const GpuOptions& gpu, std::ostream& note);
+
+// TINYTRAIN_DEBUG_SYNC: "1" on, "0" or unset off; anything else is an InputError.
+bool debug_sync_from_environment();
 
 // The backend a choice trains on, before any exists: Auto is Cuda when a GPU is there
 // (gpu_present), else Cpu; every other choice is itself.

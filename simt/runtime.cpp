@@ -4,9 +4,13 @@
 //
 // Errors follow the runtime's rules: a failed call returns its error and leaves it as the
 // last error (cudaGetLastError reads and clears it); a kernel that faults (what the scheduler
-// reports: a divergent barrier, a bad warp mask, a deadlock) leaves a sticky error that every
-// later call returns, as a real device fault does. What graph capture forbids fails as it does
-// on hardware and invalidates the capture. One OS thread drives the runtime at a time.
+// reports: a divergent barrier, a bad warp mask, a deadlock, a __trap) leaves a sticky error that
+// every later call returns, as a real device fault does. The host learns of the fault when it
+// next waits for the device (a stream, event or device synchronisation, a synchronous copy or
+// memset), the latest point a GPU reports it at: until then calls succeed and the work they
+// enqueue does not run, so an error is blamed on whatever waits next, as it can be on hardware.
+// What graph capture forbids fails as it does on hardware and invalidates the capture. One OS
+// thread drives the runtime at a time.
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
@@ -56,6 +60,7 @@ constexpr int kSharedDefault = 48 * 1024;
 
 cudaError_t g_last = cudaSuccess;    // the last error, cleared by cudaGetLastError
 cudaError_t g_sticky = cudaSuccess;  // a kernel fault: returned by every call from then on
+cudaError_t g_pending = cudaSuccess; // a kernel fault the host has not waited for yet: sticky at the next wait
 std::string g_fault;                 // what the scheduler said about it
 std::map<const char*, size_t> g_device_allocations;  // start -> bytes
 std::map<const char*, size_t> g_host_allocations;    // pinned host memory
@@ -82,6 +87,14 @@ void forget_capture(Stream* s) { g_capturing.erase(std::remove(g_capturing.begin
 
 Stream* stream_of(cudaStream_t s) { return s ? s : &g_legacy_stream; }
 
+// Called first by every call that waits for the device: a fault not yet reported becomes the
+// sticky error (and the last error) that the call and every later one return.
+void deliver_pending_fault() {
+  if (g_pending == cudaSuccess) return;
+  g_sticky = g_last = g_pending;
+  g_pending = cudaSuccess;
+}
+
 cudaError_t enqueue(cudaStream_t stream, Work work) {
   if (g_sticky != cudaSuccess) return g_sticky;
   Stream* s = stream_of(stream);
@@ -89,6 +102,7 @@ cudaError_t enqueue(cudaStream_t stream, Work work) {
     s->captured.push_back(std::move(work));
     return cudaSuccess;
   }
+  if (g_pending != cudaSuccess) return cudaSuccess;  // the device has faulted: nothing more runs
   const cudaError_t e = work();
   return e == cudaSuccess ? e : fail(e);
 }
@@ -152,8 +166,8 @@ void launch_kernel(const LaunchConfig& c, const void* kernel, std::function<void
     if (fault.empty()) return cudaSuccess;
     std::fprintf(stderr, "simt: %s\n", fault.c_str());
     g_fault = fault;
-    g_sticky = cudaErrorLaunchFailure;
-    return cudaErrorLaunchFailure;
+    g_pending = cudaErrorLaunchFailure;  // reported when the host next waits (deliver_pending_fault)
+    return cudaSuccess;
   });
 }
 
@@ -206,6 +220,7 @@ cudaError_t cudaDeviceGetAttribute(int* value, cudaDeviceAttr attr, int device) 
 }
 
 cudaError_t cudaDeviceSynchronize() {
+  deliver_pending_fault();
   if (g_sticky != cudaSuccess) return g_sticky;
   if (refused_during_capture()) return cudaErrorStreamCaptureUnsupported;
   return cudaSuccess;
@@ -223,7 +238,7 @@ cudaError_t cudaDeviceReset() {
   }
   g_capturing.clear();
   g_dynamic_shared_limit.clear();
-  g_last = g_sticky = cudaSuccess;
+  g_last = g_sticky = g_pending = cudaSuccess;
   g_fault.clear();
   return cudaSuccess;
 }
@@ -353,6 +368,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
 }
 
 cudaError_t cudaMemcpy(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind) {
+  deliver_pending_fault();
   if (g_sticky != cudaSuccess) return g_sticky;
   if (refused_during_capture()) return cudaErrorStreamCaptureUnsupported;  // it synchronises
   return cudaMemcpyAsync(dst, src, bytes, kind, nullptr);
@@ -369,6 +385,7 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
 }
 
 cudaError_t cudaMemset(void* ptr, int value, size_t bytes) {
+  deliver_pending_fault();
   if (g_sticky != cudaSuccess) return g_sticky;
   if (refused_during_capture()) return cudaErrorStreamCaptureUnsupported;
   return cudaMemsetAsync(ptr, value, bytes, nullptr);
@@ -393,6 +410,7 @@ cudaError_t cudaStreamDestroy(cudaStream_t stream) {
 }
 
 cudaError_t cudaStreamSynchronize(cudaStream_t stream) {
+  deliver_pending_fault();
   if (g_sticky != cudaSuccess) return g_sticky;
   if (stream_of(stream)->capturing || refused_during_capture()) {
     refused_during_capture();
@@ -425,6 +443,7 @@ cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
   if (!event) return fail(cudaErrorInvalidResourceHandle);
+  deliver_pending_fault();
   if (g_sticky != cudaSuccess) return g_sticky;
   if (refused_during_capture()) return cudaErrorStreamCaptureUnsupported;
   return cudaSuccess;
@@ -468,6 +487,7 @@ cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   if (!exec) return fail(cudaErrorInvalidValue);
   return enqueue(stream, [exec]() {
     for (Work& node : exec->nodes) {
+      if (g_pending != cudaSuccess) break;  // a node faulted: the rest of the graph does not run
       const cudaError_t e = node();
       if (e != cudaSuccess) return e;
     }

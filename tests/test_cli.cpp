@@ -748,6 +748,36 @@ TEST(CliTrainGood, BackendCudaEmuSaysSoAndLogsTheCpusLosses) {
   }
 }
 
+// --debug-sync on the emulated CUDA backend: one line says that every op is waited for and CUDA
+// graphs are off, and the run computes what it computes without the flag, to the last printed
+// digit: the same kernels on the same inputs in the same order (a replayed graph runs the
+// launches the eager step made), so the same bits. TINYTRAIN_DEBUG_SYNC=1 does the same.
+TEST(CliTrainGood, DebugSyncOnTheEmulatorKeepsEveryLoss) {
+#ifndef TINYTRAIN_HAVE_SIMT
+  GTEST_SKIP() << "this build has no SIMT emulator (-DTINYTRAIN_SIMT=OFF)";
+#endif
+  ScratchDir dir;
+  const std::vector<std::string> argv = train_args({{"--backend", "cuda-emu"}, {"--steps", "3"}, {"--log-every", "1"}});
+  std::vector<std::string> with_flag = argv;
+  with_flag.push_back("--debug-sync");
+  const CliResult plain = run_command(argv, dir.path(), 120.0);
+  const CliResult flagged = run_command(with_flag, dir.path(), 120.0);
+  setenv("TINYTRAIN_DEBUG_SYNC", "1", 1);
+  const CliResult from_env = run_command(argv, dir.path(), 120.0);
+  unsetenv("TINYTRAIN_DEBUG_SYNC");
+  ASSERT_TRUE(plain.exited && plain.exit_code == 0) << plain.describe();
+  ASSERT_EQ(step_results(plain).size(), 3u) << plain.describe();
+  for (const CliResult* r : {&flagged, &from_env}) {
+    SCOPED_TRACE(r->describe());
+    ASSERT_TRUE(r->exited && r->exit_code == 0);
+    const std::vector<std::string> lines = r->out_lines();
+    ASSERT_GE(lines.size(), 2u);
+    EXPECT_EQ(lines[1].rfind("debug-sync: the cuda-emu backend waits after every op", 0), 0u) << lines[1];
+    EXPECT_TRUE(contains(lines[1], "CUDA graphs off")) << lines[1];
+    EXPECT_EQ(step_results(*r), step_results(plain));
+  }
+}
+
 TEST(CliVerifyGood, BackendCudaEmuPassesAReference) {
 #ifndef TINYTRAIN_HAVE_SIMT
   GTEST_SKIP() << "this build has no SIMT emulator (-DTINYTRAIN_SIMT=OFF)";

@@ -41,9 +41,10 @@ class Simt : public ::testing::Test {
     EXPECT_EQ(cudaMemcpy(v.data(), p, n * sizeof(T), cudaMemcpyDeviceToHost), cudaSuccess);
     return v;
   }
-  // The fault the last launch left: the sticky error's description.
+  // The fault the last launch left, reported when the host next waits for the device (as on a
+  // GPU): the sticky error's description.
   std::string fault() {
-    const cudaError_t e = cudaGetLastError();
+    const cudaError_t e = cudaDeviceSynchronize();
     EXPECT_EQ(e, cudaErrorLaunchFailure) << cudaGetErrorName(e);
     return cudaGetErrorString(e);
   }
@@ -242,6 +243,23 @@ TEST_F(Simt, DivergentBarrierIsReportedWithBothLines) {
   EXPECT_EQ(cudaDeviceSynchronize(), cudaErrorLaunchFailure);
   cudaDeviceReset();
   EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+}
+
+// As on a GPU, the host hears of a fault when it next waits for the device, not at the launch:
+// the launch and the calls after it succeed (so a fault is blamed on whatever waits next; hence
+// --debug-sync, which waits after every op), the work enqueued after the fault never runs, and
+// the wait returns the fault, sticky from then on.
+TEST_F(Simt, FaultIsReportedAtTheNextWaitNotAtTheLaunch) {
+  int* out = device<int>(32);
+  int* later = device<int>(1, {0});
+  divergent_barrier_kernel<<<1, 32>>>(out);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(cudaMemsetAsync(later, 0x7f, sizeof(int)), cudaSuccess);
+  EXPECT_EQ(cudaGetLastError(), cudaSuccess);
+  EXPECT_EQ(*later, 0) << "work enqueued after a fault ran";  // (device memory is host memory here)
+  EXPECT_EQ(cudaStreamSynchronize(nullptr), cudaErrorLaunchFailure);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorLaunchFailure);
+  EXPECT_EQ(cudaMemsetAsync(later, 0, sizeof(int)), cudaErrorLaunchFailure);
 }
 
 constexpr int kEarlyExitBarrierLine = __LINE__ + 4;
