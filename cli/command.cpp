@@ -47,8 +47,18 @@ CLI::Option* add_threads_option(CLI::App& cmd, int& threads) {
   return add_int_option(cmd, "--threads", threads, "CPU threads for the CPU backend (0: all cores)", 0, 65536);
 }
 
+CLI::Option* add_gemm_option(CLI::App& cmd, GemmKernel& gemm) {
+  return cmd
+      .add_option_function<std::string>(
+          "--gemm", [&gemm](const std::string& name) { gemm = name == "tiled" ? GemmKernel::Tiled : GemmKernel::CublasLt; },
+          "CUDA GEMMs: cublaslt | tiled (tinytrain's own kernel, exact fp32 products; slower)")
+      ->default_str("cublaslt")
+      ->check(CLI::IsMember({"cublaslt", "tiled"}));
+}
+
 void GpuFlags::add_to(CLI::App& cmd) {
   cmd.add_flag("--tf32", gpu.tf32, "CUDA: allow TF32 tensor-core GEMMs (off: exact fp32)");
+  add_gemm_option(cmd, gpu.gemm);
   cmd.add_option("--attention", attention, "CUDA attention: ours | cudnn (cuDNN fused, where it supports the case)")
       ->capture_default_str()
       ->check(CLI::IsMember({"ours", "cudnn"}));

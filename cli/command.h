@@ -67,7 +67,10 @@ CLI::Option* add_backend_option(CLI::App& cmd, BackendChoice& choice);
 // set_cpu_threads before it runs anything.
 CLI::Option* add_threads_option(CLI::App& cmd, int& threads);
 
-// --tf32 and --attention: how the CUDA backend runs the model (`train`, `profile`, `verify`).
+// --gemm cublaslt|tiled: what runs the CUDA backend's GEMMs (GpuFlags; `ops` on its own).
+CLI::Option* add_gemm_option(CLI::App& cmd, GemmKernel& gemm);
+
+// --tf32, --gemm and --attention: how the CUDA backend runs the model (`train`, `profile`, `verify`).
 struct GpuFlags {
   GpuOptions gpu;
   std::string attention = "ours";  // ours | cudnn

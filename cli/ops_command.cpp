@@ -25,6 +25,7 @@ class OpsCommand final : public Command {
     cmd.add_option("--dtype", o.dtype, "only this storage dtype: fp32 | bf16 | fp16 (default: all three)")
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
     add_threads_option(cmd, threads_);
+    add_gemm_option(cmd, o.gpu.gemm);
   }
 
   int run() override {

@@ -9,6 +9,7 @@
 
 #include "engine/config.h"
 #include "kernels/backend.h"
+#include "kernels/cuda_options.h"
 #include "kernels/instruments/gpu_probes.h"
 
 namespace tt {
@@ -18,6 +19,7 @@ struct GpuOptions {
   bool tf32 = false;             // --tf32: allow TF32 tensor-core GEMMs
   bool cudnn_attention = false;  // --attention cudnn: cuDNN's fused attention where it serves the case
   int device = 0;                // the CUDA device to run on: a rank's LOCAL_RANK
+  GemmKernel gemm = GemmKernel::CublasLt;  // --gemm cublaslt|tiled: what runs the linear ops' GEMMs
 };
 
 // Cpu: the CPU backend. Cuda: the CUDA backend, or InputError saying why there is none.

@@ -49,11 +49,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <ostream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -331,7 +333,7 @@ std::vector<CaseSpec> embedding_cases(DType act = DType::F32) {
   for (P p : shapes) {
     const std::string name = "embedding_B" + std::to_string(p.B) + "_T" + std::to_string(p.T) + "_C" +
                              std::to_string(p.C) + "_V" + std::to_string(p.V) + (p.pos ? "_pos" : "_nopos");
-    specs.push_back({name + dtype_suffix(act), [p, act] {
+    specs.push_back({name + dtype_suffix(act), [p, act, gemm] {
                        OpCase c(act);
                        const int N = p.B * p.T;
                        const int tokens = c.ids("tokens", {p.B, p.T}, 1, 0, p.V);
@@ -354,7 +356,9 @@ std::vector<CaseSpec> embedding_cases(DType act = DType::F32) {
 }
 
 // ---- linear: inp (N,I), weight (O,I), bias (O) -> out (N,O); backward dinp, dweight, dbias ----
-std::vector<CaseSpec> linear_cases(DType act = DType::F32) {
+// `gemm` is the kernel the CUDA backend under test runs them with (CudaOptions::gemm): it sets
+// the tolerance of the GEMM outputs (below).
+std::vector<CaseSpec> linear_gemm_cases(DType act, GemmKernel gemm) {
   struct P {
     int N, I, O;
     bool bias, dinp, misaligned;
@@ -380,15 +384,21 @@ std::vector<CaseSpec> linear_cases(DType act = DType::F32) {
     const std::string name = "linear_N" + std::to_string(p.N) + "_I" + std::to_string(p.I) + "_O" +
                              std::to_string(p.O) + (p.bias ? "_bias" : "_nobias") + (p.dinp ? "" : "_nodinp") +
                              (p.misaligned ? "_misaligned" : "");
-    specs.push_back({name + dtype_suffix(act), [p, act] {
+    specs.push_back({name + dtype_suffix(act), [p, act, gemm] {
                        OpCase c(act);
                        const int x = c.input("inp", {p.N, p.I}, 11);
                        const int w = c.input("weight", {p.O, p.I}, 12);
                        const int b = p.bias ? c.input("bias", {p.O}, 13) : c.absent("bias");
                        const int dout = c.input("dout", {p.N, p.O}, 14);
                        // 16-bit GEMMs run on tensor cores, which truncate: twice the fp32 budget
-                       // (file comment). The bias column sums are our own fp32 kernel.
-                       const double tc = act == DType::F32 ? 1.0 : 2.0;
+                       // (file comment). The bias column sums are our own fp32 kernel. The tiled
+                       // GEMM (--gemm tiled) has no tensor cores: it adds each output's K products
+                       // in order into one fp32 accumulator, products exact (16-bit operands) or
+                       // rounded once (fp32), so it is off by at most ~(K-1) u of its terms' scale
+                       // (u = 2^-24 = eps/2, the classic bound for a recursive sum), as OpenBLAS's
+                       // blocked sum is: within reduction_tol(K) = K eps of each other in every
+                       // storage type.
+                       const double tc = act == DType::F32 || gemm == GemmKernel::Tiled ? 1.0 : 2.0;
                        const int out = c.output("out", {p.N, p.O}, tc * reduction_tol(p.I + 1));
                        const int dx =
                            p.dinp ? c.output("dinp", {p.N, p.I}, tc * reduction_tol(p.O)) : c.absent("dinp");
@@ -412,6 +422,8 @@ std::vector<CaseSpec> linear_cases(DType act = DType::F32) {
   return specs;
 }
 
+std::vector<CaseSpec> linear_cases(DType act = DType::F32) { return linear_gemm_cases(act, GemmKernel::CublasLt); }
+
 // ---- attention: qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T); backward dqkv ----
 std::vector<CaseSpec> attention_cases(DType act = DType::F32) {
   struct P {
@@ -433,7 +445,7 @@ std::vector<CaseSpec> attention_cases(DType act = DType::F32) {
     const std::string name = "attention_B" + std::to_string(p.B) + "_T" + std::to_string(p.T) + "_NH" +
                              std::to_string(p.NH) + "_HS" + std::to_string(p.HS) +
                              (p.causal ? "_causal" : "_full") + "_p" + num(p.p);
-    specs.push_back({name + dtype_suffix(act), [p, act] {
+    specs.push_back({name + dtype_suffix(act), [p, act, gemm] {
                        OpCase c(act);
                        const AttentionShape s{p.B, p.T, p.NH, p.HS, p.causal};
                        const int C = p.NH * p.HS;
@@ -478,7 +490,7 @@ std::vector<CaseSpec> layernorm_cases(DType act = DType::F32) {
   for (P p : shapes) {
     const std::string name = "layernorm_N" + std::to_string(p.N) + "_C" + std::to_string(p.C) +
                              (p.alias ? "_dinp_aliases_dout" : "");
-    specs.push_back({name + dtype_suffix(act), [p, act] {
+    specs.push_back({name + dtype_suffix(act), [p, act, gemm] {
                        OpCase c(act);
                        // Bounds as the CPU tests: out and rstd (C+4), mean C, dinp 3C, dweight N+C,
                        // dbias N, plus one for the accumulation onto the start value.
@@ -533,7 +545,7 @@ std::vector<CaseSpec> cross_entropy_cases(DType act = DType::F32) {
     const char* mode = p.grad == Grad::Separate ? "_dlogits" : p.grad == Grad::None ? "_lossonly" : "_inplace";
     const std::string name = "cross_entropy_N" + std::to_string(p.N) + "_V" + std::to_string(p.V) + "_offset" +
                              num(p.offset) + "_scale" + num(p.dloss_scale) + mode;
-    specs.push_back({name + dtype_suffix(act), [p, act] {
+    specs.push_back({name + dtype_suffix(act), [p, act, gemm] {
                        OpCase c(act);
                        // As the CPU tests: the V-term sum of exps (V eps in its log) and roundings at
                        // the logits' magnitude (|offset| + 4) in "log sum + max - z[target]".
@@ -577,7 +589,7 @@ std::vector<CaseSpec> activation_cases(DType act = DType::F32) {
   for (P p : shapes) {
     const std::string name = std::string(p.act == Activation::Relu ? "relu" : "gelu") + "_n" +
                              std::to_string(p.n) + (p.alias ? "_dinp_aliases_dout" : "");
-    specs.push_back({name + dtype_suffix(act), [p, act] {
+    specs.push_back({name + dtype_suffix(act), [p, act, gemm] {
                        OpCase c(act);
                        const int x = c.input("inp", {p.n}, 61, -3.0f, 3.0f);
                        const int out = c.output("out", {p.n}, kElementwiseTol);
@@ -614,7 +626,7 @@ std::vector<CaseSpec> dropout_cases(DType act = DType::F32) {
                            P{4099, 0.0f, false}};
   for (P p : shapes) {
     const std::string name = "dropout_n" + std::to_string(p.n) + "_p" + num(p.p) + (p.in_place ? "_inplace" : "");
-    specs.push_back({name + dtype_suffix(act), [p, act] {
+    specs.push_back({name + dtype_suffix(act), [p, act, gemm] {
                        OpCase c(act);
                        // A mask mismatch zeroes an element on one side only: an O(1) error.
                        const int step = c.scalar_i32("step", 11, false);
@@ -1019,6 +1031,121 @@ TEST_P(CudaOps, MatchesCpuBackend) {
 
 INSTANTIATE_TEST_SUITE_P(AllOps, CudaOps, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
+
+// The linear cases with every GEMM on tinytrain's tiled kernel (--gemm tiled, tiled_gemm.cu):
+// on the emulator this is CUDA code, so these compare GEMM arithmetic with the CPU's OpenBLAS,
+// where the emulated cuBLASLt is OpenBLAS itself. fp32, bf16 and fp16; bias always fused.
+class CudaOpsTiledGemm : public CudaTest, public ::testing::WithParamInterface<CaseSpec> {
+ protected:
+  void SetUp() override {
+    CudaTest::SetUp();
+    if (!cuda) return;
+    CudaOptions tiled;
+    tiled.gemm = GemmKernel::Tiled;
+    std::string why;
+    cuda = test::cuda_backend_or_skip(why, tiled);
+  }
+};
+
+TEST_P(CudaOpsTiledGemm, MatchesCpuBackend) {
+  const OpCase c = GetParam().make();
+  compare(GetParam().name, c, run_on(*cpu, c), run_on(*cuda, c));
+}
+
+std::vector<CaseSpec> tiled_gemm_linear_cases() {
+  std::vector<CaseSpec> all;
+  for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+    const std::vector<CaseSpec> specs = linear_gemm_cases(act, GemmKernel::Tiled);
+    all.insert(all.end(), specs.begin(), specs.end());
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(TiledGemm, CudaOpsTiledGemm, ::testing::ValuesIn(tiled_gemm_linear_cases()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
+// When cuBLASLt has no algorithm (forced here: the emulated heuristic finds none with
+// TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM=1), the linear ops still run: the bias goes unfused and
+// every plain GEMM falls back to the tiled kernel, with one line per distinct GEMM naming it,
+// however often it runs; the results are the CPU's within the tiled GEMM's tolerance.
+TEST_F(CudaTest, NoCublasLtAlgorithmFallsBackToTheTiledGemmSayingSoOncePerGemm) {
+  if (!test::cuda_is_emulated()) GTEST_SKIP() << "the forced 'no algorithm' is the emulated cuBLASLt's";
+  ScopedEnv none("TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM", "1");
+  std::string why;
+  cuda = test::cuda_backend_or_skip(why);  // a fresh backend: no plans yet
+  int compared = 0;
+  for (DType act : {DType::F32, DType::BF16})
+    for (const CaseSpec& spec : linear_gemm_cases(act, GemmKernel::Tiled)) {
+      if (spec.name.rfind("linear_N9_I17_O11_bias", 0) != 0 || spec.name.find("misaligned") != std::string::npos)
+        continue;
+      const OpCase c = spec.make();
+      const CaseResult want = run_on(*cpu, c);
+      testing::internal::CaptureStderr();
+      const CaseResult first = run_on(*cuda, c), again = run_on(*cuda, c);  // the second run: no new lines
+      const std::string said = testing::internal::GetCapturedStderr();
+      compare(spec.name + " (fallback)", c, want, first);
+      compare(spec.name + " (fallback, again)", c, want, again);
+      // forward out^T = W op_T inp^T (m=O n=N k=I), dinp^T (m=I n=N k=O), dW^T (m=I n=O k=N transb)
+      const std::string type = act == DType::F32 ? "CUDA_R_32F" : "CUDA_R_16BF";
+      const std::vector<std::string> gemms = {
+          "m=11 n=9 k=17 transa=1 transb=0 alignment=256 A/B " + type + " C/D " + type,
+          "m=17 n=9 k=11 transa=0 transb=0 alignment=256 A/B " + type + " C/D " + type,
+          "m=17 n=11 k=9 transa=0 transb=1 alignment=256 A/B " + type + " C/D CUDA_R_32F"};
+      std::vector<std::string> lines;
+      std::istringstream in(said);
+      for (std::string line; std::getline(in, line);) lines.push_back(line);
+      ASSERT_EQ(lines.size(), gemms.size()) << said;
+      for (size_t i = 0; i < gemms.size(); ++i)
+        EXPECT_EQ(lines[i], "tinytrain: cuBLASLt has no algorithm for the GEMM " + gemms[i] +
+                                " compute 32F; tinytrain's tiled GEMM runs it");
+      ++compared;
+    }
+  EXPECT_EQ(compared, 2) << "the case named here no longer exists";
+}
+
+// A GEMM's cuBLASLt plan is made in the eager step; a shape first seen inside a graph capture
+// is refused with its name rather than a heuristic call during the capture.
+TEST_F(CudaTest, GemmFirstSeenDuringCaptureIsALogicErrorNamingIt) {
+  const std::vector<float> ones(3 * 5, 1.0f);
+  void* x = cuda->allocate(3 * 5 * sizeof(float));  // inp (3,5)
+  void* w = cuda->allocate(7 * 5 * sizeof(float));  // weight (7,5)
+  void* y = cuda->allocate(3 * 7 * sizeof(float));  // out (3,7)
+  cuda->copy_to_device(x, ones.data(), 3 * 5 * sizeof(float));
+  const Tensor inp{x, DType::F32, Shape{3, 5}}, weight{w, DType::F32, Shape{7, 5}}, out{y, DType::F32, Shape{3, 7}};
+  const Tensor no_bias{nullptr, DType::F32, Shape{}};
+  cuda->begin_capture();
+  try {
+    cuda->linear_forward(out, inp, weight, no_bias);
+    ADD_FAILURE() << "a GEMM planned during capture";
+  } catch (const std::logic_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("m=7 n=3 k=5"), std::string::npos) << what;
+    EXPECT_NE(what.find("during CUDA graph capture"), std::string::npos) << what;
+  }
+  cuda->end_capture();
+  // planned eagerly, the same GEMM is then captured and replayed
+  cuda->linear_forward(out, inp, weight, no_bias);
+  cuda->begin_capture();
+  cuda->linear_forward(out, inp, weight, no_bias);
+  cuda->end_capture();
+  cuda->replay_graph();
+  std::vector<float> back(3 * 7, 1.0f);
+  cuda->copy_to_host(back.data(), y, back.size() * sizeof(float));
+  for (float v : back) EXPECT_EQ(v, 0.0f);  // the weights are zero
+  for (void* p : {x, w, y}) cuda->release(p);
+}
 
 TEST_F(CudaTest, Tf32LinearMatchesCpuWithinTf32Rounding) {
   // TF32 rounds both GEMM operands to 10 mantissa bits: each product is off by up to 2^-10
