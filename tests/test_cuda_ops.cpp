@@ -333,7 +333,7 @@ std::vector<CaseSpec> embedding_cases(DType act = DType::F32) {
   for (P p : shapes) {
     const std::string name = "embedding_B" + std::to_string(p.B) + "_T" + std::to_string(p.T) + "_C" +
                              std::to_string(p.C) + "_V" + std::to_string(p.V) + (p.pos ? "_pos" : "_nopos");
-    specs.push_back({name + dtype_suffix(act), [p, act, gemm] {
+    specs.push_back({name + dtype_suffix(act), [p, act] {
                        OpCase c(act);
                        const int N = p.B * p.T;
                        const int tokens = c.ids("tokens", {p.B, p.T}, 1, 0, p.V);
@@ -445,7 +445,7 @@ std::vector<CaseSpec> attention_cases(DType act = DType::F32) {
     const std::string name = "attention_B" + std::to_string(p.B) + "_T" + std::to_string(p.T) + "_NH" +
                              std::to_string(p.NH) + "_HS" + std::to_string(p.HS) +
                              (p.causal ? "_causal" : "_full") + "_p" + num(p.p);
-    specs.push_back({name + dtype_suffix(act), [p, act, gemm] {
+    specs.push_back({name + dtype_suffix(act), [p, act] {
                        OpCase c(act);
                        const AttentionShape s{p.B, p.T, p.NH, p.HS, p.causal};
                        const int C = p.NH * p.HS;
@@ -490,7 +490,7 @@ std::vector<CaseSpec> layernorm_cases(DType act = DType::F32) {
   for (P p : shapes) {
     const std::string name = "layernorm_N" + std::to_string(p.N) + "_C" + std::to_string(p.C) +
                              (p.alias ? "_dinp_aliases_dout" : "");
-    specs.push_back({name + dtype_suffix(act), [p, act, gemm] {
+    specs.push_back({name + dtype_suffix(act), [p, act] {
                        OpCase c(act);
                        // Bounds as the CPU tests: out and rstd (C+4), mean C, dinp 3C, dweight N+C,
                        // dbias N, plus one for the accumulation onto the start value.
@@ -545,7 +545,7 @@ std::vector<CaseSpec> cross_entropy_cases(DType act = DType::F32) {
     const char* mode = p.grad == Grad::Separate ? "_dlogits" : p.grad == Grad::None ? "_lossonly" : "_inplace";
     const std::string name = "cross_entropy_N" + std::to_string(p.N) + "_V" + std::to_string(p.V) + "_offset" +
                              num(p.offset) + "_scale" + num(p.dloss_scale) + mode;
-    specs.push_back({name + dtype_suffix(act), [p, act, gemm] {
+    specs.push_back({name + dtype_suffix(act), [p, act] {
                        OpCase c(act);
                        // As the CPU tests: the V-term sum of exps (V eps in its log) and roundings at
                        // the logits' magnitude (|offset| + 4) in "log sum + max - z[target]".
@@ -589,7 +589,7 @@ std::vector<CaseSpec> activation_cases(DType act = DType::F32) {
   for (P p : shapes) {
     const std::string name = std::string(p.act == Activation::Relu ? "relu" : "gelu") + "_n" +
                              std::to_string(p.n) + (p.alias ? "_dinp_aliases_dout" : "");
-    specs.push_back({name + dtype_suffix(act), [p, act, gemm] {
+    specs.push_back({name + dtype_suffix(act), [p, act] {
                        OpCase c(act);
                        const int x = c.input("inp", {p.n}, 61, -3.0f, 3.0f);
                        const int out = c.output("out", {p.n}, kElementwiseTol);
@@ -626,7 +626,7 @@ std::vector<CaseSpec> dropout_cases(DType act = DType::F32) {
                            P{4099, 0.0f, false}};
   for (P p : shapes) {
     const std::string name = "dropout_n" + std::to_string(p.n) + "_p" + num(p.p) + (p.in_place ? "_inplace" : "");
-    specs.push_back({name + dtype_suffix(act), [p, act, gemm] {
+    specs.push_back({name + dtype_suffix(act), [p, act] {
                        OpCase c(act);
                        // A mask mismatch zeroes an element on one side only: an O(1) error.
                        const int step = c.scalar_i32("step", 11, false);
