@@ -50,7 +50,8 @@ CLI::Option* add_threads_option(CLI::App& cmd, int& threads) {
 CLI::Option* add_gemm_option(CLI::App& cmd, GemmKernel& gemm) {
   return cmd
       .add_option_function<std::string>(
-          "--gemm", [&gemm](const std::string& name) { gemm = name == "tiled" ? GemmKernel::Tiled : GemmKernel::CublasLt; },
+          "--gemm",
+          [&gemm](const std::string& name) { gemm = name == "tiled" ? GemmKernel::Tiled : GemmKernel::CublasLt; },
           "CUDA GEMMs: cublaslt | tiled (tinytrain's own kernel, exact fp32 products; slower)")
       ->default_str("cublaslt")
       ->check(CLI::IsMember({"cublaslt", "tiled"}));

@@ -90,7 +90,8 @@ TEST(CudaTraining, TiledGemmFollowsTheCpuLossCurve) {
   auto cpu = make_cpu_backend();
   const int steps = seed_steps(20, 2);
   const TrainingRun on_gpu = train_seed_workload(*cuda, steps, true), on_cpu = train_seed_workload(*cpu, steps, false);
-  for (size_t s = 0; s < on_cpu.losses.size(); ++s) EXPECT_NEAR(on_gpu.losses[s], on_cpu.losses[s], 1e-3) << "step " << s;
+  for (size_t s = 0; s < on_cpu.losses.size(); ++s)
+    EXPECT_NEAR(on_gpu.losses[s], on_cpu.losses[s], 1e-3) << "step " << s;
   EXPECT_NEAR(on_gpu.losses[0], on_cpu.losses[0], 1e-5);
 }
 

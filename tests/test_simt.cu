@@ -517,7 +517,8 @@ TEST_F(Simt, CublasLtFindsNoAlgorithmWhenTheEnvironmentSaysSo) {
   int returned = -1;
   setenv("TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM", "1", 1);
   testing::internal::CaptureStderr();
-  const cublasStatus_t none = cublasLtMatmulAlgoGetHeuristic(g.lt, g.desc, g.a, g.b, g.c, g.c, g.pref, 1, &r, &returned);
+  const cublasStatus_t none =
+      cublasLtMatmulAlgoGetHeuristic(g.lt, g.desc, g.a, g.b, g.c, g.c, g.pref, 1, &r, &returned);
   const std::string said = testing::internal::GetCapturedStderr();
   unsetenv("TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM");
   EXPECT_EQ(none, CUBLAS_STATUS_NOT_SUPPORTED);

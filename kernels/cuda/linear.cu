@@ -1,9 +1,9 @@
 // Linear layer y = x W^T + b with PyTorch's weight layout (out_features, in_features),
 // forward and backward (CUDA): the three GEMMs through cuBLASLt (bias fused into the forward
 // GEMM's epilogue) or, with `--gemm tiled` and for a GEMM cuBLASLt has no algorithm for, our
-// own tiled GEMM (tiled_gemm.cu); the bias gradient by our own deterministic column-sum kernel. Activations
-// and working weights in fp32, bf16 or fp16 storage, parameter gradients in fp32 (see "Data
-// types" below).
+// own tiled GEMM (tiled_gemm.cu); the bias gradient by our own deterministic column-sum
+// kernel. Activations and working weights in fp32, bf16 or fp16 storage, parameter gradients
+// in fp32 (see "Data types" below).
 //
 // ---- Row-major tensors, column-major cuBLASLt ----
 // cuBLASLt reads matrices column-major. A row-major (r,c) matrix X with row stride c is, byte
