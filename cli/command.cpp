@@ -52,8 +52,19 @@ CLI::Option* add_debug_sync_flag(CLI::App& cmd, bool& debug_sync) {
                       "CUDA: wait after every op and name the op whose kernel faults (slow; no CUDA graphs)");
 }
 
+CLI::Option* add_gemm_option(CLI::App& cmd, GemmKernel& gemm) {
+  return cmd
+      .add_option_function<std::string>(
+          "--gemm",
+          [&gemm](const std::string& name) { gemm = name == "tiled" ? GemmKernel::Tiled : GemmKernel::CublasLt; },
+          "CUDA GEMMs: cublaslt | tiled (tinytrain's own kernel, exact fp32 products; slower)")
+      ->default_str("cublaslt")
+      ->check(CLI::IsMember({"cublaslt", "tiled"}));
+}
+
 void GpuFlags::add_to(CLI::App& cmd) {
   cmd.add_flag("--tf32", gpu.tf32, "CUDA: allow TF32 tensor-core GEMMs (off: exact fp32)");
+  add_gemm_option(cmd, gpu.gemm);
   cmd.add_option("--attention", attention, "CUDA attention: ours | cudnn (cuDNN fused, where it supports the case)")
       ->capture_default_str()
       ->check(CLI::IsMember({"ours", "cudnn"}));

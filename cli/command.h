@@ -69,10 +69,13 @@ CLI::Option* add_threads_option(CLI::App& cmd, int& threads);
 
 // --debug-sync: wait for the backend after every op and name the op that fails
 // (kernels/debug_sync_backend.h; TINYTRAIN_DEBUG_SYNC=1 does the same). GpuFlags declares it;
-// `sample` and `ops`, which take no other GPU flag, declare it alone.
+// `sample` and `ops`, which take no other flag of GpuFlags but --gemm, declare it alone.
 CLI::Option* add_debug_sync_flag(CLI::App& cmd, bool& debug_sync);
 
-// --tf32, --attention and --debug-sync: how the CUDA backend runs the model (`train`, `profile`, `verify`).
+// --gemm cublaslt|tiled: what runs the CUDA backend's GEMMs (GpuFlags; `ops` on its own).
+CLI::Option* add_gemm_option(CLI::App& cmd, GemmKernel& gemm);
+
+// --tf32, --gemm, --attention and --debug-sync: how the CUDA backend runs the model (`train`, `profile`, `verify`).
 struct GpuFlags {
   GpuOptions gpu;
   std::string attention = "ours";  // ours | cudnn

@@ -26,6 +26,7 @@ class OpsCommand final : public Command {
         ->check(CLI::IsMember({"fp32", "bf16", "fp16"}));
     add_threads_option(cmd, threads_);
     add_debug_sync_flag(cmd, o.gpu.debug_sync);
+    add_gemm_option(cmd, o.gpu.gemm);
   }
 
   int run() override {

@@ -31,6 +31,7 @@ namespace {
   options.tf32 = gpu.tf32;
   options.cudnn_attention = gpu.cudnn_attention;
   options.device = gpu.device;
+  options.gemm = gpu.gemm;
   return options;
 }
 

@@ -9,6 +9,7 @@
 
 #include "engine/config.h"
 #include "kernels/backend.h"
+#include "kernels/cuda_options.h"
 #include "kernels/instruments/gpu_probes.h"
 
 namespace tt {
@@ -19,6 +20,7 @@ struct GpuOptions {
   bool cudnn_attention = false;  // --attention cudnn: cuDNN's fused attention where it serves the case
   int device = 0;                // the CUDA device to run on: a rank's LOCAL_RANK
   bool debug_sync = false;       // --debug-sync: wait after every op, name the op that fails
+  GemmKernel gemm = GemmKernel::CublasLt;  // --gemm cublaslt|tiled: what runs the linear ops' GEMMs
 };
 
 // Cpu: the CPU backend. Cuda: the CUDA backend, or InputError saying why there is none.

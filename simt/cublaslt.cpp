@@ -6,10 +6,13 @@
 // With CUBLAS_COMPUTE_32F_FAST_TF32 the operands are first rounded to TF32 (10 mantissa bits,
 // to nearest even): a model of tensor-core TF32, not its bits. Every refusal also prints one
 // line on stderr saying why, since a status alone rarely tells a learner what was wrong.
+// TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM=1 makes the heuristic find no algorithm for any GEMM
+// (docs/emulation.md): how the tests reach the CUDA backend's fallback to its tiled GEMM.
 #include <cblas.h>
 
 #include <algorithm>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <string>
@@ -283,6 +286,11 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
     return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmulAlgoGetHeuristic: null or invalid argument");
   const std::string why = check_gemm(*desc, *a, *b, *c, *d);
   if (!why.empty()) return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "heuristic: " + why);
+  // TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM=1: find nothing for any GEMM, as the library does for
+  // shapes and alignments it has no kernel for, so that tests can see what the caller does
+  // then. Silent (the caller says it), unlike the refusals above, which are the caller's mistakes.
+  if (const char* none = std::getenv("TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM"); none && std::string(none) == "1")
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   // The algorithm is chosen for the alignments the preference promises (up to the widest
   // access) and for the bias pointer's alignment as it is now (the heuristic reads the
   // pointer's value, never its contents); cublasLtMatmul then refuses less aligned buffers.

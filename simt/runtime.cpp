@@ -475,6 +475,18 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   return cudaSuccess;
 }
 
+// Asks, never forbidden: a library (cuBLASLt's plans in linear.cu) checks before it does what
+// a capture would refuse.
+cudaError_t cudaStreamIsCapturing(cudaStream_t stream, cudaStreamCaptureStatus* status) {
+  if (!status) return fail(cudaErrorInvalidValue);
+  *status = cudaStreamCaptureStatusNone;
+  if (g_sticky != cudaSuccess) return g_sticky;
+  const Stream* s = stream_of(stream);
+  if (s->capturing)
+    *status = s->capture_invalidated ? cudaStreamCaptureStatusInvalidated : cudaStreamCaptureStatusActive;
+  return cudaSuccess;
+}
+
 cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsigned long long) {
   *exec = nullptr;
   if (g_sticky != cudaSuccess) return g_sticky;

@@ -778,6 +778,38 @@ TEST(CliTrainGood, DebugSyncOnTheEmulatorKeepsEveryLoss) {
   }
 }
 
+// --gemm tiled: every GEMM on tinytrain's own kernel (kernels/cuda/tiled_gemm.cu), on the
+// emulator CUDA code; the log follows the CPU's as above, and nothing goes to stderr (no
+// cuBLASLt plan, so no fallback line). A name it does not know is refused in one line.
+TEST(CliTrainGood, GemmTiledOnTheEmulatorLogsTheCpusLosses) {
+#ifndef TINYTRAIN_HAVE_SIMT
+  GTEST_SKIP() << "this build has no SIMT emulator (-DTINYTRAIN_SIMT=OFF)";
+#endif
+  ScratchDir dir;
+  const Flags flags = {{"--steps", "2"}, {"--log-every", "1"}};
+  Flags tiled = flags;
+  tiled.emplace_back("--backend", "cuda-emu");
+  tiled.emplace_back("--gemm", "tiled");
+  const CliResult emu = run_command(train_args(tiled), dir.path(), 300.0);
+  const CliResult cpu = run_command(train_args(flags), dir.path());
+  SCOPED_TRACE(emu.describe());
+  ASSERT_TRUE(emu.exited && emu.exit_code == 0);
+  ASSERT_TRUE(cpu.exited && cpu.exit_code == 0) << cpu.describe();
+  EXPECT_EQ(emu.err, "");
+  const std::vector<std::string> se = step_lines(emu), sc = step_lines(cpu);
+  ASSERT_EQ(se.size(), 2u);
+  ASSERT_EQ(sc.size(), 2u);
+  const std::regex loss_re(R"(step +\d+ \| loss (-?\d+\.\d{4}) \| .*)");
+  for (size_t s = 0; s < 2; ++s) {
+    std::smatch me, mc;
+    ASSERT_TRUE(std::regex_match(se[s], me, loss_re)) << se[s];
+    ASSERT_TRUE(std::regex_match(sc[s], mc, loss_re)) << sc[s];
+    EXPECT_NEAR(std::stod(me[1]), std::stod(mc[1]), 1e-3) << se[s] << " vs " << sc[s];
+  }
+  const CliResult bad = run_command(train_args({{"--gemm", "cublas"}}), dir.path());
+  expect_user_error(bad, {"--gemm", "cublas"});
+}
+
 TEST(CliVerifyGood, BackendCudaEmuPassesAReference) {
 #ifndef TINYTRAIN_HAVE_SIMT
   GTEST_SKIP() << "this build has no SIMT emulator (-DTINYTRAIN_SIMT=OFF)";

@@ -49,11 +49,13 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <functional>
 #include <limits>
 #include <memory>
 #include <ostream>
+#include <sstream>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -354,7 +356,9 @@ std::vector<CaseSpec> embedding_cases(DType act = DType::F32) {
 }
 
 // ---- linear: inp (N,I), weight (O,I), bias (O) -> out (N,O); backward dinp, dweight, dbias ----
-std::vector<CaseSpec> linear_cases(DType act = DType::F32) {
+// `gemm` is the kernel the CUDA backend under test runs them with (CudaOptions::gemm): it sets
+// the tolerance of the GEMM outputs (below).
+std::vector<CaseSpec> linear_gemm_cases(DType act, GemmKernel gemm) {
   struct P {
     int N, I, O;
     bool bias, dinp, misaligned;
@@ -380,15 +384,21 @@ std::vector<CaseSpec> linear_cases(DType act = DType::F32) {
     const std::string name = "linear_N" + std::to_string(p.N) + "_I" + std::to_string(p.I) + "_O" +
                              std::to_string(p.O) + (p.bias ? "_bias" : "_nobias") + (p.dinp ? "" : "_nodinp") +
                              (p.misaligned ? "_misaligned" : "");
-    specs.push_back({name + dtype_suffix(act), [p, act] {
+    specs.push_back({name + dtype_suffix(act), [p, act, gemm] {
                        OpCase c(act);
                        const int x = c.input("inp", {p.N, p.I}, 11);
                        const int w = c.input("weight", {p.O, p.I}, 12);
                        const int b = p.bias ? c.input("bias", {p.O}, 13) : c.absent("bias");
                        const int dout = c.input("dout", {p.N, p.O}, 14);
                        // 16-bit GEMMs run on tensor cores, which truncate: twice the fp32 budget
-                       // (file comment). The bias column sums are our own fp32 kernel.
-                       const double tc = act == DType::F32 ? 1.0 : 2.0;
+                       // (file comment). The bias column sums are our own fp32 kernel. The tiled
+                       // GEMM (--gemm tiled) has no tensor cores: it adds each output's K products
+                       // in order into one fp32 accumulator, products exact (16-bit operands) or
+                       // rounded once (fp32), so it is off by at most ~(K-1) u of its terms' scale
+                       // (u = 2^-24 = eps/2, the classic bound for a recursive sum), as OpenBLAS's
+                       // blocked sum is: within reduction_tol(K) = K eps of each other in every
+                       // storage type.
+                       const double tc = act == DType::F32 || gemm == GemmKernel::Tiled ? 1.0 : 2.0;
                        const int out = c.output("out", {p.N, p.O}, tc * reduction_tol(p.I + 1));
                        const int dx =
                            p.dinp ? c.output("dinp", {p.N, p.I}, tc * reduction_tol(p.O)) : c.absent("dinp");
@@ -411,6 +421,8 @@ std::vector<CaseSpec> linear_cases(DType act = DType::F32) {
   }
   return specs;
 }
+
+std::vector<CaseSpec> linear_cases(DType act = DType::F32) { return linear_gemm_cases(act, GemmKernel::CublasLt); }
 
 // ---- attention: qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T); backward dqkv ----
 std::vector<CaseSpec> attention_cases(DType act = DType::F32) {
@@ -1019,6 +1031,121 @@ TEST_P(CudaOps, MatchesCpuBackend) {
 
 INSTANTIATE_TEST_SUITE_P(AllOps, CudaOps, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
+
+// The linear cases with every GEMM on tinytrain's tiled kernel (--gemm tiled, tiled_gemm.cu):
+// on the emulator this is CUDA code, so these compare GEMM arithmetic with the CPU's OpenBLAS,
+// where the emulated cuBLASLt is OpenBLAS itself. fp32, bf16 and fp16; bias always fused.
+class CudaOpsTiledGemm : public CudaTest, public ::testing::WithParamInterface<CaseSpec> {
+ protected:
+  void SetUp() override {
+    CudaTest::SetUp();
+    if (!cuda) return;
+    CudaOptions tiled;
+    tiled.gemm = GemmKernel::Tiled;
+    std::string why;
+    cuda = test::cuda_backend_or_skip(why, tiled);
+  }
+};
+
+TEST_P(CudaOpsTiledGemm, MatchesCpuBackend) {
+  const OpCase c = GetParam().make();
+  compare(GetParam().name, c, run_on(*cpu, c), run_on(*cuda, c));
+}
+
+std::vector<CaseSpec> tiled_gemm_linear_cases() {
+  std::vector<CaseSpec> all;
+  for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+    const std::vector<CaseSpec> specs = linear_gemm_cases(act, GemmKernel::Tiled);
+    all.insert(all.end(), specs.begin(), specs.end());
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(TiledGemm, CudaOpsTiledGemm, ::testing::ValuesIn(tiled_gemm_linear_cases()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
+
+// Sets an environment variable for one scope.
+class ScopedEnv {
+ public:
+  ScopedEnv(const char* name, const char* value) : name_(name) { setenv(name, value, 1); }
+  ~ScopedEnv() { unsetenv(name_); }
+  ScopedEnv(const ScopedEnv&) = delete;
+  ScopedEnv& operator=(const ScopedEnv&) = delete;
+
+ private:
+  const char* name_;
+};
+
+// When cuBLASLt has no algorithm (forced here: the emulated heuristic finds none with
+// TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM=1), the linear ops still run: the bias goes unfused and
+// every plain GEMM falls back to the tiled kernel, with one line per distinct GEMM naming it,
+// however often it runs; the results are the CPU's within the tiled GEMM's tolerance.
+TEST_F(CudaTest, NoCublasLtAlgorithmFallsBackToTheTiledGemmSayingSoOncePerGemm) {
+  if (!test::cuda_is_emulated()) GTEST_SKIP() << "the forced 'no algorithm' is the emulated cuBLASLt's";
+  ScopedEnv none("TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM", "1");
+  std::string why;
+  cuda = test::cuda_backend_or_skip(why);  // a fresh backend: no plans yet
+  int compared = 0;
+  for (DType act : {DType::F32, DType::BF16})
+    for (const CaseSpec& spec : linear_gemm_cases(act, GemmKernel::Tiled)) {
+      if (spec.name.rfind("linear_N9_I17_O11_bias", 0) != 0 || spec.name.find("misaligned") != std::string::npos)
+        continue;
+      const OpCase c = spec.make();
+      const CaseResult want = run_on(*cpu, c);
+      testing::internal::CaptureStderr();
+      const CaseResult first = run_on(*cuda, c), again = run_on(*cuda, c);  // the second run: no new lines
+      const std::string said = testing::internal::GetCapturedStderr();
+      compare(spec.name + " (fallback)", c, want, first);
+      compare(spec.name + " (fallback, again)", c, want, again);
+      // forward out^T = W op_T inp^T (m=O n=N k=I), dinp^T (m=I n=N k=O), dW^T (m=I n=O k=N transb)
+      const std::string type = act == DType::F32 ? "CUDA_R_32F" : "CUDA_R_16BF";
+      const std::vector<std::string> gemms = {
+          "m=11 n=9 k=17 transa=1 transb=0 alignment=256 A/B " + type + " C/D " + type,
+          "m=17 n=9 k=11 transa=0 transb=0 alignment=256 A/B " + type + " C/D " + type,
+          "m=17 n=11 k=9 transa=0 transb=1 alignment=256 A/B " + type + " C/D CUDA_R_32F"};
+      std::vector<std::string> lines;
+      std::istringstream in(said);
+      for (std::string line; std::getline(in, line);) lines.push_back(line);
+      ASSERT_EQ(lines.size(), gemms.size()) << said;
+      for (size_t i = 0; i < gemms.size(); ++i)
+        EXPECT_EQ(lines[i], "tinytrain: cuBLASLt has no algorithm for the GEMM " + gemms[i] +
+                                " compute 32F; tinytrain's tiled GEMM runs it");
+      ++compared;
+    }
+  EXPECT_EQ(compared, 2) << "the case named here no longer exists";
+}
+
+// A GEMM's cuBLASLt plan is made in the eager step; a shape first seen inside a graph capture
+// is refused with its name rather than a heuristic call during the capture.
+TEST_F(CudaTest, GemmFirstSeenDuringCaptureIsALogicErrorNamingIt) {
+  const std::vector<float> ones(3 * 5, 1.0f);
+  void* x = cuda->allocate(3 * 5 * sizeof(float));  // inp (3,5)
+  void* w = cuda->allocate(7 * 5 * sizeof(float));  // weight (7,5)
+  void* y = cuda->allocate(3 * 7 * sizeof(float));  // out (3,7)
+  cuda->copy_to_device(x, ones.data(), 3 * 5 * sizeof(float));
+  const Tensor inp{x, DType::F32, Shape{3, 5}}, weight{w, DType::F32, Shape{7, 5}}, out{y, DType::F32, Shape{3, 7}};
+  const Tensor no_bias{nullptr, DType::F32, Shape{}};
+  cuda->begin_capture();
+  try {
+    cuda->linear_forward(out, inp, weight, no_bias);
+    ADD_FAILURE() << "a GEMM planned during capture";
+  } catch (const std::logic_error& e) {
+    const std::string what = e.what();
+    EXPECT_NE(what.find("m=7 n=3 k=5"), std::string::npos) << what;
+    EXPECT_NE(what.find("during CUDA graph capture"), std::string::npos) << what;
+  }
+  cuda->end_capture();
+  // planned eagerly, the same GEMM is then captured and replayed
+  cuda->linear_forward(out, inp, weight, no_bias);
+  cuda->begin_capture();
+  cuda->linear_forward(out, inp, weight, no_bias);
+  cuda->end_capture();
+  cuda->replay_graph();
+  std::vector<float> back(3 * 7, 1.0f);
+  cuda->copy_to_host(back.data(), y, back.size() * sizeof(float));
+  for (float v : back) EXPECT_EQ(v, 0.0f);  // the weights are zero
+  for (void* p : {x, w, y}) cuda->release(p);
+}
 
 TEST_F(CudaTest, Tf32LinearMatchesCpuWithinTf32Rounding) {
   // TF32 rounds both GEMM operands to 10 mantissa bits: each product is off by up to 2^-10

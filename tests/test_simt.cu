@@ -10,6 +10,7 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdlib>
 #include <cstring>
 #include <random>
 #include <string>
@@ -427,16 +428,25 @@ TEST_F(Simt, GraphsRecordAndReplayAndRefuseWhatCaptureForbids) {
   EXPECT_EQ(host(x, 4), (std::vector<int>{10, 10, 10, 0}));
 
   // a synchronous copy (or an allocation, or a synchronisation) during capture fails and
-  // invalidates the capture
+  // invalidates the capture; cudaStreamIsCapturing says so at each point
+  cudaStreamCaptureStatus status = cudaStreamCaptureStatusActive;
+  ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
   ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusActive);
   std::vector<int> h(4);
   EXPECT_EQ(cudaMemcpy(h.data(), x, sizeof(int) * 4, cudaMemcpyDeviceToHost), cudaErrorStreamCaptureUnsupported);
   void* p = nullptr;
   EXPECT_EQ(cudaMalloc(&p, 16), cudaErrorStreamCaptureUnsupported);
   EXPECT_EQ(cudaStreamSynchronize(stream), cudaErrorStreamCaptureUnsupported);
+  ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusInvalidated);
   cudaGraph_t broken = nullptr;
   EXPECT_EQ(cudaStreamEndCapture(stream, &broken), cudaErrorStreamCaptureInvalidated);
   EXPECT_EQ(broken, nullptr);
+  ASSERT_EQ(cudaStreamIsCapturing(stream, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaStreamCaptureStatusNone);
   cudaGetLastError();
   cudaGraphExecDestroy(exec);
   cudaGraphDestroy(graph);
@@ -515,6 +525,26 @@ TEST_F(Simt, CublasLtComputesEveryTransposeAgainstADoubleReference) {
           EXPECT_NEAR(got[j * m + i], want, (k + 1) * 1.1920929e-7 * magnitude) << ta << tb << " " << i << "," << j;
         }
     }
+}
+
+// TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM=1: the heuristic finds nothing, silently, for a GEMM it
+// otherwise serves (the CUDA backend's fallback test, test_cuda_ops, relies on it).
+TEST_F(Simt, CublasLtFindsNoAlgorithmWhenTheEnvironmentSaysSo) {
+  Gemm g(8, 8, 8, false, false, CUDA_R_32F, CUDA_R_32F);
+  cublasLtMatmulHeuristicResult_t r{};
+  int returned = -1;
+  setenv("TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM", "1", 1);
+  testing::internal::CaptureStderr();
+  const cublasStatus_t none =
+      cublasLtMatmulAlgoGetHeuristic(g.lt, g.desc, g.a, g.b, g.c, g.c, g.pref, 1, &r, &returned);
+  const std::string said = testing::internal::GetCapturedStderr();
+  unsetenv("TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM");
+  EXPECT_EQ(none, CUBLAS_STATUS_NOT_SUPPORTED);
+  EXPECT_EQ(returned, 0);
+  EXPECT_EQ(said, "");
+  EXPECT_EQ(cublasLtMatmulAlgoGetHeuristic(g.lt, g.desc, g.a, g.b, g.c, g.c, g.pref, 1, &r, &returned),
+            CUBLAS_STATUS_SUCCESS);
+  EXPECT_EQ(returned, 1);
 }
 
 TEST_F(Simt, CublasLtRefusesWhatTheLibraryRefuses) {

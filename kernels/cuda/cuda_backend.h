@@ -82,15 +82,17 @@ class CudaBackend final : public Backend {
   using GemmKey = std::tuple<int, int, int, int, int, int, int, int, int, int>;
   // The plan for `key`, built on first use; `bias` is the bias pointer of that first use
   // (its value, never dereferenced, tells the heuristic the bias alignment). Null when
-  // cuBLASLt has no algorithm for a bias-epilogue GEMM (remembered too); throws for a plain one.
+  // cuBLASLt has no algorithm for a bias-epilogue GEMM (remembered too); for a plain one, a plan
+  // that says the tiled GEMM runs it. A logic_error for a GEMM first seen during graph capture.
   const GemmPlan* gemm_plan(const GemmKey& key, const void* bias);
   // D (m,n) = op(A) (m,k) op(B) (k,n) [+ bias (m) broadcast over columns] + beta D, all
   // column-major and packed (linear.cu). A and B are of type ab_type, C = D and the bias of
-  // type d_type (CUDA_R_32F, CUDA_R_16BF or CUDA_R_16F); the products are accumulated in fp32.
+  // type d_type (F32, BF16 or F16); the products are accumulated in fp32.
   // Returns false, having enqueued nothing, when cuBLASLt cannot fuse this bias: the caller
-  // adds it another way.
-  bool matmul(int m, int n, int k, bool transa, bool transb, const void* A, const void* B, cudaDataType_t ab_type,
-              void* D, cudaDataType_t d_type, const void* bias, float beta);
+  // adds it another way. With --gemm tiled (CudaOptions::gemm), and for a GEMM cuBLASLt has no
+  // algorithm for (said once on stderr), tiled_gemm.cu runs it instead.
+  bool matmul(int m, int n, int k, bool transa, bool transb, const void* A, const void* B, DType ab_type, void* D,
+              DType d_type, const void* bias, float beta);
   // An fp32 buffer of at least `floats` elements for attention.cu: the fp32 softmax weights (and
   // score gradients) when probs/dprobs are stored in 16 bits; and for attention_decode.cu, the
   // weights of the new token over the cache (never captured). Grown on first use, so the trainer's

@@ -1,8 +1,9 @@
 // Linear layer y = x W^T + b with PyTorch's weight layout (out_features, in_features),
 // forward and backward (CUDA): the three GEMMs through cuBLASLt (bias fused into the forward
-// GEMM's epilogue), the bias gradient by our own deterministic column-sum kernel. Activations
-// and working weights in fp32, bf16 or fp16 storage, parameter gradients in fp32 (see "Data
-// types" below).
+// GEMM's epilogue) or, with `--gemm tiled` and for a GEMM cuBLASLt has no algorithm for, our
+// own tiled GEMM (tiled_gemm.cu); the bias gradient by our own deterministic column-sum
+// kernel. Activations and working weights in fp32, bf16 or fp16 storage, parameter gradients
+// in fp32 (see "Data types" below).
 //
 // ---- Row-major tensors, column-major cuBLASLt ----
 // cuBLASLt reads matrices column-major. A row-major (r,c) matrix X with row stride c is, byte
@@ -49,9 +50,11 @@
 // is CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, whose default is "the same type as the elements of
 // the output matrix (Dtype)" (cublasLt.h); we set it explicitly to D's type, which is also the
 // stored type of the bias. TF32 only exists for fp32 inputs, so --tf32 changes the fp32 GEMMs
-// only. A combination cuBLASLt cannot run is reported by gemm_plan with its types.
+// only (the tiled GEMM always multiplies in fp32). A combination cuBLASLt has no algorithm for
+// is said once, with its shape and types, and runs on the tiled GEMM.
 #include <algorithm>
 #include <cstdint>
+#include <cstdio>
 #include <stdexcept>
 #include <string>
 
@@ -60,6 +63,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/grid_size.h"
 #include "kernels/cuda/storage.cuh"
+#include "kernels/cuda/tiled_gemm.h"
 
 namespace tt {
 
@@ -69,6 +73,7 @@ struct CudaBackend::GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // C and D share one layout
   cublasLtMatmulAlgo_t algo{};
+  bool tiled = false;  // cuBLASLt has no algorithm for this GEMM: tiled_gemm runs it
 
   GemmPlan() = default;
   GemmPlan(const GemmPlan&) = delete;
@@ -120,6 +125,15 @@ struct PreferenceGuard {
   }
 };
 
+// "m=.. n=.. k=.. transa=.. transb=.. alignment=.. A/B .. C/D .. compute ..": a GEMM in a message.
+std::string describe_gemm(int m, int n, int k, int transa, int transb, int alignment, cudaDataType_t ab_type,
+                          cudaDataType_t d_type, bool tf32) {
+  return "m=" + std::to_string(m) + " n=" + std::to_string(n) + " k=" + std::to_string(k) +
+         " transa=" + std::to_string(transa) + " transb=" + std::to_string(transb) +
+         " alignment=" + std::to_string(alignment) + " A/B " + cuda_data_type_name(ab_type) + " C/D " +
+         cuda_data_type_name(d_type) + (tf32 ? " compute 32F_FAST_TF32" : " compute 32F");
+}
+
 }  // namespace
 
 const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const void* bias) {
@@ -130,11 +144,23 @@ const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const vo
   (void)bias_alignment;  // part of the key; the heuristic reads it from the bias pointer itself
   const cudaDataType_t ab_type = static_cast<cudaDataType_t>(ab_type_key);
   const cudaDataType_t d_type = static_cast<cudaDataType_t>(d_type_key);
-  std::unique_ptr<GemmPlan, GemmPlanDeleter> plan(new GemmPlan);
-
   // fp32 accumulation, fp32 alpha/beta (see the type table at the top). TF32 tensor cores only
   // for fp32 inputs and only when the user asked for them.
   const bool tf32 = options_.tf32 && ab_type == CUDA_R_32F;
+  const std::string gemm = describe_gemm(m, n, k, transa, transb, alignment, ab_type, d_type, tf32) +
+                           (epilogue == CUBLASLT_EPILOGUE_BIAS ? " epilogue BIAS" : "");
+
+  // Plans are made in the eager first step. A GEMM first seen inside a graph capture is a bug of
+  // the caller (a shape the eager step did not run): the heuristic is not called there, since
+  // what it may do (allocate, synchronise) is not capturable on every driver.
+  cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+  CUDA_CHECK(cudaStreamIsCapturing(stream_, &capture));
+  if (capture != cudaStreamCaptureStatusNone)
+    throw std::logic_error("the GEMM " + gemm +
+                           " is first seen during CUDA graph capture: its cuBLASLt plan must be made before, "
+                           "by running the same op eagerly");
+
+  std::unique_ptr<GemmPlan, GemmPlanDeleter> plan(new GemmPlan);
   const cublasComputeType_t compute = tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
   CUBLAS_CHECK(cublasLtMatmulDescCreate(&plan->desc, compute, CUDA_R_32F));
   const int32_t op_a = transa ? CUBLAS_OP_T : CUBLAS_OP_N;
@@ -175,35 +201,48 @@ const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const vo
   int returned = 0;
   const cublasStatus_t status = cublasLtMatmulAlgoGetHeuristic(lt_, plan->desc, plan->a, plan->b, plan->c, plan->c,
                                                                pref.pref, 1, &result, &returned);
+  // No algorithm is CUBLAS_STATUS_NOT_SUPPORTED, or success with no usable result; any other
+  // status is a mistake in the call.
+  if (status != CUBLAS_STATUS_SUCCESS && status != CUBLAS_STATUS_NOT_SUPPORTED)
+    throw_cublas_error(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
   const bool found_algo = status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS;
   if (!found_algo && epi != CUBLASLT_EPILOGUE_DEFAULT) {
     // Fusing the epilogue is an optimisation: remember that it is not available here.
     gemm_plans_.emplace(key, nullptr);
     return nullptr;
   }
-  if (status != CUBLAS_STATUS_SUCCESS) throw_cublas_error(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
-  if (!found_algo)
-    throw std::runtime_error("cuBLASLt has no algorithm for the GEMM m=" + std::to_string(m) +
-                             " n=" + std::to_string(n) + " k=" + std::to_string(k) +
-                             " transa=" + std::to_string(transa) + " transb=" + std::to_string(transb) +
-                             " alignment=" + std::to_string(alignment) + " A/B " + cuda_data_type_name(ab_type) +
-                             " C/D " + cuda_data_type_name(d_type) +
-                             (tf32 ? " compute 32F_FAST_TF32" : " compute 32F"));
-  plan->algo = result.algo;
+  if (found_algo) {
+    plan->algo = result.algo;
+  } else {
+    // Said once per distinct GEMM: the plan remembers it, and every later call goes straight
+    // to the tiled kernel.
+    plan->tiled = true;
+    std::fprintf(stderr, "tinytrain: cuBLASLt has no algorithm for the GEMM %s; tinytrain's tiled GEMM runs it\n",
+                 gemm.c_str());
+  }
 
   const GemmPlan* ready = plan.get();
   gemm_plans_.emplace(key, std::move(plan));
   return ready;
 }
 
-bool CudaBackend::matmul(int m, int n, int k, bool transa, bool transb, const void* A, const void* B,
-                         cudaDataType_t ab_type, void* D, cudaDataType_t d_type, const void* bias, float beta) {
+bool CudaBackend::matmul(int m, int n, int k, bool transa, bool transb, const void* A, const void* B, DType ab_dtype,
+                         void* D, DType d_dtype, const void* bias, float beta) {
+  if (options_.gemm == GemmKernel::Tiled) {  // --gemm tiled: every GEMM, the bias always fused
+    tiled_gemm(m, n, k, transa, transb, A, B, ab_dtype, D, d_dtype, bias, beta, stream_);
+    return true;
+  }
+  const cudaDataType_t ab_type = cuda_data_type(ab_dtype), d_type = cuda_data_type(d_dtype);
   const int epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   const int alignment = std::min({pointer_alignment(A), pointer_alignment(B), pointer_alignment(D)});
   const GemmKey key{m, n, k, transa ? 1 : 0, transb ? 1 : 0, epilogue, alignment, bias ? pointer_alignment(bias) : 0,
                     static_cast<int>(ab_type), static_cast<int>(d_type)};
   const GemmPlan* plan = gemm_plan(key, bias);
-  if (!plan) return false;  // only for a bias epilogue; gemm_plan throws for a plain GEMM
+  if (!plan) return false;  // only for a bias epilogue: the caller adds the bias another way
+  if (plan->tiled) {
+    tiled_gemm(m, n, k, transa, transb, A, B, ab_dtype, D, d_dtype, nullptr, beta, stream_);
+    return true;
+  }
   // The bias pointer differs per layer while the plan is shared: set it for this call (the
   // descriptor is read when the matmul is enqueued, so this is safe during graph capture too).
   if (bias)
@@ -267,7 +306,7 @@ void CudaBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor b
   const int N = static_cast<int>(inp.shape[0]), I = static_cast<int>(inp.shape[1]);
   const int O = static_cast<int>(weight.shape[0]);
   const DType dtype = shared_storage_dtype("linear_forward", {out, inp, weight, bias});
-  const cudaDataType_t type = cuda_data_type(dtype);  // A, B, C, D and the bias alike
+  const DType type = dtype;  // A, B, C, D and the bias alike
   const void* b = bias.data;
   // out^T (O,N) = op_T(W^T (I,O)) inp^T (I,N) [+ b]; see the derivation at the top.
   // The bias goes into the GEMM's epilogue when cuBLASLt can fuse it. It is not asked to for a
@@ -275,12 +314,14 @@ void CudaBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor b
   // buffer, so a bias is aligned only when the sizes before it are multiples of 16 bytes) or
   // a dimension of 1 (where cuBLASLt's bias epilogue has been known to refuse), and it may
   // decline. Then we do as the CPU backend does: fill out with the bias and let the GEMM add
-  // onto it (beta = 1; C = D is read in its storage type, and the sum rounded once).
+  // onto it (beta = 1; C = D is read in its storage type, and the sum rounded once). The
+  // tiled GEMM (--gemm tiled) fuses any bias.
   if (!b) {
     matmul(O, N, I, /*transa=*/true, /*transb=*/false, weight.data, inp.data, type, out.data, type, nullptr, 0.0f);
     return;
   }
-  const bool try_epilogue = reinterpret_cast<uintptr_t>(b) % 16 == 0 && N > 1 && O > 1 && I > 1;
+  const bool try_epilogue = options_.gemm == GemmKernel::Tiled ||
+                            (reinterpret_cast<uintptr_t>(b) % 16 == 0 && N > 1 && O > 1 && I > 1);
   if (try_epilogue && matmul(O, N, I, true, false, weight.data, inp.data, type, out.data, type, b, 0.0f)) return;
   dispatch_storage(dtype, [&](auto storage) {
     using S = decltype(storage);
@@ -297,14 +338,14 @@ void CudaBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Ten
   const int N = static_cast<int>(inp.shape[0]), I = static_cast<int>(inp.shape[1]);
   const int O = static_cast<int>(weight.shape[0]);
   const DType dtype = shared_storage_dtype("linear_backward", {dinp, dout, inp, weight});
-  const cudaDataType_t type = cuda_data_type(dtype);
+  const DType type = dtype;
   float* dw = dweight.f32();  // parameter gradients: F32 whatever the activations' storage
   float* db = dbias.data ? dbias.f32() : nullptr;
   // dinp^T (I,N) = W^T (I,O) dout^T (O,N), overwritten
   if (dinp.data) matmul(I, N, O, false, false, weight.data, dout.data, type, dinp.data, type, nullptr, 0.0f);
   // dW^T (I,O) += inp^T (I,N) op_T(dout^T (O,N)), accumulated in place: 16-bit (or fp32)
   // inputs, fp32 accumulation into the fp32 gradient
-  matmul(I, O, N, false, true, inp.data, dout.data, type, dw, CUDA_R_32F, nullptr, 1.0f);
+  matmul(I, O, N, false, true, inp.data, dout.data, type, dw, DType::F32, nullptr, 1.0f);
 
   if (db) {
     // Column sums of dout in two deterministic passes: partial sums over chunks of rows into
