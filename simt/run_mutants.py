@@ -4,7 +4,7 @@ builds the mutant's test binaries with that one kernel file mutated, runs the mu
 the suite's schedules, and reports the tests that failed. A mutant that no test catches fails
 this script.
 
-  run_mutants.py BUILD_DIR [--every-schedule] [NAME ...]      (default: every mutant)
+  run_mutants.py BUILD_DIR [-jN] [--every-schedule] [NAME ...]      (default: every mutant)
 
 A mutant's `tests` names one or more suites, separated by white space (a value may go on over
 indented lines):
@@ -18,10 +18,12 @@ all three (the table of docs/emulation.md, which says which orders catch which r
 The build is the project's own (Ninja, compile_commands.json): the mutated file is rewritten by
 simt/rewrite_cu.py and compiled with the exact command of the original, then linked into a copy
 of each test binary ahead of the library, whose own object for that file is then not needed.
+Mutants compile N at a time (-jN; default: every CPU) while the tests of those built run.
 Exits 1 when a mutant is not caught, a filter runs no test, or a mutant's file is not in the
 emulated build (a kernel file the build no longer compiles would otherwise go untested); 77
 (ctest: skipped) only when the build has no SIMT emulator at all or is not a Ninja build.
 """
+import concurrent.futures
 import configparser
 import json
 import os
@@ -53,13 +55,19 @@ def suites_of(mutant):
     return suites
 
 
+class Failed(Exception):
+    """A mutant that cannot be built or tested: the message says which and why."""
+
+
 def run(cmd, cwd, **kw):
     return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
 
 
 def main(argv):
-    args = [a for a in argv[1:] if a != "--every-schedule"]
-    every_schedule = len(args) < len(argv) - 1
+    every_schedule = "--every-schedule" in argv[1:]
+    jobs = [int(a[2:]) for a in argv[1:] if re.fullmatch(r"-j[0-9]+", a)] or [os.cpu_count() or 1]
+    jobs = max(jobs[-1], 1)
+    args = [a for a in argv[1:] if a != "--every-schedule" and not re.fullmatch(r"-j[0-9]+", a)]
     if not args:
         sys.exit(__doc__)
     build = os.path.abspath(args[0])
@@ -79,84 +87,94 @@ def main(argv):
     if unknown:
         print(f"run_mutants: no mutant named {', '.join(sorted(unknown))} in simt/mutants.txt")
         return 1
+    def generated_of(m):  # the emulated build's rewrite of the mutant's file
+        return os.path.normpath(os.path.join(simt_gen, os.path.basename(m["file"])[:-3] + ".cpp"))
+
+    for m in mutants:
+        if generated_of(m) not in compile_commands:
+            print(f"mutant {m['name']}: {m['file']} is not in the emulated build (no {generated_of(m)} in "
+                  "compile_commands.json): its kernels go untested")
+            return 1
     links = {}  # test binary -> its link command
 
-    def link_command(binary):
-        if binary not in links:
-            lines = run(["ninja", "-t", "commands", f"tests/{binary}"], build).stdout.strip().splitlines()
-            if not lines or f"-o tests/{binary} " not in lines[-1] + " ":
-                return None
-            links[binary] = lines[-1]
-        return links[binary]
+    def build_mutant(m, tmp):
+        """Compiles the mutant and links its test binaries: {binary: path}; raises Failed."""
+        name, source, generated = m["name"], os.path.join(SOURCE, m["file"]), generated_of(m)
+        mutated_cpp = os.path.join(tmp, name + ".cpp")
+        obj = os.path.join(tmp, name + ".o")
+        r = run([sys.executable, os.path.join(SOURCE, "simt", "rewrite_cu.py"), source, mutated_cpp, "--mutate",
+                 m["find"], m["replace"], m["occurrence"]], build)
+        if r.returncode != 0:
+            raise Failed(f"mutant {name}: cannot apply it: {r.stdout.strip()}")
+        # the original's compile command, on the mutated file
+        entry = compile_commands[generated]
+        cmd = shlex.split(entry["command"]) if "command" in entry else list(entry["arguments"])
+        cmd = [mutated_cpp if os.path.normpath(os.path.join(entry["directory"], a)) == generated else a for a in cmd]
+        cmd[cmd.index("-o") + 1] = obj
+        r = run(cmd, entry["directory"])
+        if r.returncode != 0:
+            raise Failed(f"mutant {name}: the compile failed:\n{r.stdout}")
+        exes = {}
+        for binary in dict.fromkeys(b for b, _ in suites_of(m)):
+            link = links[binary]
+            exes[binary] = os.path.join(tmp, f"{binary}.{name}")
+            r = run(link.replace(f"-o tests/{binary}", f"{obj} -o {exes[binary]}"), build, shell=True)
+            if r.returncode != 0:
+                raise Failed(f"mutant {name}: the link of {binary} failed:\n{r.stdout}")
+        return exes
 
+    def test_mutant(m, exes):
+        """[(schedule, failed tests, what the emulator said)] of the schedules that caught it."""
+        caught = []
+        for schedule in SCHEDULES:
+            env = dict(os.environ, TINYTRAIN_SIMT_SCHEDULE=schedule, TINYTRAIN_TEST_CUDA="emulated")
+            failed, said = [], []
+            for binary, test_filter in suites_of(m):
+                r = run([exes[binary], "--gtest_filter=" + test_filter], build, env=env, timeout=900)
+                if re.search(r"^\[==========\] 0 tests from", r.stdout, re.M):
+                    raise Failed(f"mutant {m['name']}: {binary}:{test_filter} runs no test")
+                names = sorted(set(re.findall(r"^\[  FAILED  \] (\S+?)(?:,| \(|$)", r.stdout, re.M)))
+                if r.returncode != 0 and not names:
+                    names = [f"({binary} exited with {r.returncode})"]
+                failed += names
+                said += re.findall(r"^simt: (.*)$", r.stdout, re.M)
+            if failed:
+                caught.append((schedule, failed, said))
+                if not every_schedule:
+                    break
+        return caught
+
+    for binary in dict.fromkeys(b for m in mutants for b, _ in suites_of(m)):
+        lines = run(["ninja", "-t", "commands", f"tests/{binary}"], build).stdout.strip().splitlines()
+        if not lines or f"-o tests/{binary} " not in lines[-1] + " ":
+            print(f"run_mutants: cannot find the link command of tests/{binary}")
+            return 1
+        links[binary] = lines[-1]
     missed = []
     started = time.monotonic()
-    with tempfile.TemporaryDirectory(prefix="simt-mutants-") as tmp:
-        for m in mutants:
-            name, source = m["name"], os.path.join(SOURCE, m["file"])
-            generated = os.path.normpath(os.path.join(simt_gen, os.path.basename(source)[:-3] + ".cpp"))
-            if generated not in compile_commands:
-                print(f"mutant {name}: {m['file']} is not in the emulated build (no {generated} in "
-                      "compile_commands.json): its kernels go untested")
-                return 1
-            mutated_cpp = os.path.join(tmp, name + ".cpp")
-            obj = os.path.join(tmp, name + ".o")
-            r = run([sys.executable, os.path.join(SOURCE, "simt", "rewrite_cu.py"), source, mutated_cpp, "--mutate",
-                     m["find"], m["replace"], m["occurrence"]], build)
-            if r.returncode != 0:
-                print(f"mutant {name}: cannot apply it: {r.stdout.strip()}")
-                return 1
-            # the original's compile command, on the mutated file
-            entry = compile_commands[generated]
-            cmd = shlex.split(entry["command"]) if "command" in entry else list(entry["arguments"])
-            cmd = [mutated_cpp if os.path.normpath(os.path.join(entry["directory"], a)) == generated else a
-                   for a in cmd]
-            cmd[cmd.index("-o") + 1] = obj
-            r = run(cmd, entry["directory"])
-            if r.returncode != 0:
-                print(f"mutant {name}: the compile failed:\n{r.stdout}")
-                return 1
-            suites = suites_of(m)
-            exes = {}
-            for binary in dict.fromkeys(b for b, _ in suites):
-                link = link_command(binary)
-                if link is None:
-                    print(f"mutant {name}: cannot find the link command of tests/{binary}")
-                    return 1
-                exes[binary] = os.path.join(tmp, f"{binary}.{name}")
-                r = run(link.replace(f"-o tests/{binary}", f"{obj} -o {exes[binary]}"), build, shell=True)
-                if r.returncode != 0:
-                    print(f"mutant {name}: the link of {binary} failed:\n{r.stdout}")
-                    return 1
-            caught = []
-            for schedule in SCHEDULES:
-                env = dict(os.environ, TINYTRAIN_SIMT_SCHEDULE=schedule, TINYTRAIN_TEST_CUDA="emulated")
-                failed, said = [], []
-                for binary, test_filter in suites:
-                    r = run([exes[binary], "--gtest_filter=" + test_filter], build, env=env, timeout=900)
-                    if re.search(r"^\[==========\] 0 tests from", r.stdout, re.M):
-                        print(f"mutant {name}: {binary}:{test_filter} runs no test")
-                        return 1
-                    names = sorted(set(re.findall(r"^\[  FAILED  \] (\S+?)(?:,| \(|$)", r.stdout, re.M)))
-                    if r.returncode != 0 and not names:
-                        names = [f"({binary} exited with {r.returncode})"]
-                    failed += names
-                    said += re.findall(r"^simt: (.*)$", r.stdout, re.M)
-                if failed:
-                    caught.append((schedule, failed, said))
-                    if not every_schedule:
-                        break
-            if caught:
-                print(f"mutant {name}: caught")
-                for schedule, failed, said in caught:
-                    print(f"  schedule {schedule}: {len(failed)} failed, e.g. {failed[0]}")
-                    if said:
-                        print(f"    the emulator: {said[0][:300]}")
-            else:
-                print(f"mutant {name}: NOT CAUGHT by {m['tests']}")
-                missed.append(name)
-            for exe in exes.values():
-                os.remove(exe)
+    # Mutants compile and link in parallel (jobs at once) while the tests of the finished ones run.
+    with tempfile.TemporaryDirectory(prefix="simt-mutants-") as tmp, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=jobs) as pool:
+        builds = [pool.submit(build_mutant, m, tmp) for m in mutants]
+        try:
+            for m, built in zip(mutants, builds):
+                exes = built.result()
+                caught = test_mutant(m, exes)
+                for exe in exes.values():
+                    os.remove(exe)
+                if caught:
+                    print(f"mutant {m['name']}: caught", flush=True)
+                    for schedule, failed, said in caught:
+                        print(f"  schedule {schedule}: {len(failed)} failed, e.g. {failed[0]}")
+                        if said:
+                            print(f"    the emulator: {said[0][:300]}")
+                else:
+                    print(f"mutant {m['name']}: NOT CAUGHT by {m['tests']}", flush=True)
+                    missed.append(m["name"])
+        except Failed as e:
+            pool.shutdown(cancel_futures=True)
+            print(e)
+            return 1
     print(f"{len(mutants) - len(missed)} of {len(mutants)} mutants caught ({time.monotonic() - started:.0f} s)")
     return 1 if missed else 0
 
