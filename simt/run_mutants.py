@@ -87,6 +87,7 @@ def main(argv):
     if unknown:
         print(f"run_mutants: no mutant named {', '.join(sorted(unknown))} in simt/mutants.txt")
         return 1
+
     def generated_of(m):  # the emulated build's rewrite of the mutant's file
         return os.path.normpath(os.path.join(simt_gen, os.path.basename(m["file"])[:-3] + ".cpp"))
 
@@ -96,6 +97,12 @@ def main(argv):
                   "compile_commands.json): its kernels go untested")
             return 1
     links = {}  # test binary -> its link command
+    for binary in dict.fromkeys(b for m in mutants for b, _ in suites_of(m)):
+        lines = run(["ninja", "-t", "commands", f"tests/{binary}"], build).stdout.strip().splitlines()
+        if not lines or f"-o tests/{binary} " not in lines[-1] + " ":
+            print(f"run_mutants: cannot find the link command of tests/{binary}")
+            return 1
+        links[binary] = lines[-1]
 
     def build_mutant(m, tmp):
         """Compiles the mutant and links its test binaries: {binary: path}; raises Failed."""
@@ -144,12 +151,6 @@ def main(argv):
                     break
         return caught
 
-    for binary in dict.fromkeys(b for m in mutants for b, _ in suites_of(m)):
-        lines = run(["ninja", "-t", "commands", f"tests/{binary}"], build).stdout.strip().splitlines()
-        if not lines or f"-o tests/{binary} " not in lines[-1] + " ":
-            print(f"run_mutants: cannot find the link command of tests/{binary}")
-            return 1
-        links[binary] = lines[-1]
     missed = []
     started = time.monotonic()
     # Mutants compile and link in parallel (jobs at once) while the tests of the finished ones run.
