@@ -1,5 +1,6 @@
 // The flags of `tinytrain train` and `plan` whose effect shows only in what a run computes, run
-// as a user runs them: each test could fail if the flag were ignored. --beta1/--beta2/--eps
+// as a user runs them: each test but --cuda-graph's could fail if the flag were ignored (no
+// output of a run says whether its steps replayed a graph). --beta1/--beta2/--eps
 // reach AdamW with their value (the losses equal a run configured in-process, and change from
 // the step the update rule says); the loss-scale flags give the scale the scaler's rule
 // predicts; --grad-accum gives the full batch's losses with the activations of a micro-batch;
@@ -13,6 +14,7 @@
 #include <cmath>
 #include <cstdint>
 #include <fstream>
+#include <memory>
 #include <regex>
 #include <string>
 #include <utility>
