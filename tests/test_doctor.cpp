@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <memory>
 #include <optional>
 #include <regex>
 #include <string>
@@ -19,6 +20,7 @@
 #include "engine/doctor/cpu_probes.h"
 #include "engine/profile/peaks.h"
 #include "kernels/device_query.h"
+#include "kernels/instruments/gpu_probes.h"
 #include "tests/cli_test_util.h"
 
 namespace tt {
@@ -246,6 +248,19 @@ TEST_F(Doctor, CudaEmuRunsTheGpuProbesOnTheEmulatorAndSavesNoEmulatedPeaks) {
   const std::vector<std::string> saved = saved_devices();
   EXPECT_EQ(saved.size(), 1u) << "only the CPU's peaks";
   for (const std::string& key : saved) EXPECT_EQ(key.rfind("cpu ", 0), 0u) << key;
+}
+
+// The copy-kernel probe in this process, on the emulator: it checks that its kernel copied every
+// byte (2 MiB: 131072 chunks of 16 bytes, one per thread of 512 blocks).
+TEST(GpuProbes, EmulatedCopyKernelCopiesEveryByte) {
+#ifndef TINYTRAIN_HAVE_SIMT
+  GTEST_SKIP() << "this build has no SIMT emulator";
+#else
+  const std::unique_ptr<GpuProbes> gpu = emu::make_gpu_probes();
+  double gbps = 0;
+  ASSERT_NO_THROW(gbps = gpu->device_copy_gbps(0, size_t{2} << 20, 1e-3));
+  EXPECT_GT(gbps, 0.0);
+#endif
 }
 
 TEST_F(Doctor, UnknownBackendIsOneErrorLine) {

@@ -26,6 +26,7 @@
 #include <cmath>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "kernels/common/half.h"
 #include "kernels/cuda/cuda_check.h"
@@ -264,6 +265,7 @@ class CudaGpuProbes final : public GpuProbes {
     const int64_t chunks = static_cast<int64_t>(bytes / sizeof(Chunk));
     DeviceMemory src(chunks * sizeof(Chunk)), dst(chunks * sizeof(Chunk));
     CUDA_CHECK(cudaMemsetAsync(src.get(), 1, chunks * sizeof(Chunk), stream.get()));
+    CUDA_CHECK(cudaMemsetAsync(dst.get(), 0, chunks * sizeof(Chunk), stream.get()));
     const double seconds = best_seconds_per_call(
         stream.get(),
         [&](int calls) {
@@ -273,6 +275,16 @@ class CudaGpuProbes final : public GpuProbes {
           CUDA_CHECK(cudaGetLastError());
         },
         min_seconds);
+    // A kernel that skipped part of the copy would report a rate it never reached: every byte
+    // of the destination must be the source's 1 (read back in pieces of at most 16 MiB).
+    const size_t total = chunks * sizeof(Chunk);
+    std::vector<unsigned char> piece(std::min(total, size_t{16} << 20));
+    for (size_t at = 0; at < total; at += piece.size()) {
+      const size_t n = std::min(piece.size(), total - at);
+      CUDA_CHECK(cudaMemcpy(piece.data(), static_cast<const unsigned char*>(dst.get()) + at, n, cudaMemcpyDeviceToHost));
+      if (std::count(piece.begin(), piece.begin() + n, 1) != static_cast<std::ptrdiff_t>(n))
+        throw std::runtime_error("copy_chunks_kernel: the destination is not a copy of the source");
+    }
     return 2.0 * static_cast<double>(chunks * sizeof(Chunk)) / seconds / 1e9;
   }
 

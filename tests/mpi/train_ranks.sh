@@ -16,17 +16,8 @@ trap 'rm -rf "$work"' EXIT
 "$bin" "${flags[@]}" > "$work/one.log" 2>&1 || { cat "$work/one.log"; echo "FAIL: the single process failed"; exit 1; }
 "$mpiexec" --oversubscribe -np "$W" "$bin" "${flags[@]}" > "$work/ranks.log" 2>&1 ||
   { cat "$work/ranks.log"; echo "FAIL: mpirun -np $W failed"; exit 1; }
-grep '^step' "$work/one.log" > "$work/one.steps"
-grep '^step' "$work/ranks.log" > "$work/ranks.steps"
 status=0
-if [ "$(wc -l < "$work/ranks.steps")" -ne "$(wc -l < "$work/one.steps")" ]; then
-  echo "FAIL: $W ranks logged $(wc -l < "$work/ranks.steps") step lines, the single process $(wc -l < "$work/one.steps")"
-  status=1
-fi
-# "step   3 | loss 4.1234 | alloc ..." -> field 5 is the loss
-paste -d' ' <(awk '{print $2, $5}' "$work/one.steps") <(awk '{print $5}' "$work/ranks.steps") |
-  awk '{d = $2 - $3; if (d < 0) d = -d; printf "step %s: one process %s, ranks %s\n", $1, $2, $3; if (d > 1e-4) bad = 1}
-       END {exit bad}' || { echo "FAIL: a loss differs by more than 1e-4"; status=1; }
+"$(dirname "$0")/../compare_step_losses.sh" "$work/one.log" "$work/ranks.log" 1e-4 "one process" "$W ranks" || status=1
 grep -q "| $W ranks" "$work/ranks.log" || { echo "FAIL: the speed line does not say $W ranks"; status=1; }
 if WORLD_SIZE=2 RANK=0 LOCAL_RANK=0 MASTER_ADDR=127.0.0.1 MASTER_PORT=29400 "$bin" "${flags[@]}" > "$work/torchrun.log" 2>&1 ||
    ! grep -q "CPU ranks are launched with mpirun" "$work/torchrun.log" || [ "$(wc -l < "$work/torchrun.log")" -ne 1 ]; then
