@@ -316,7 +316,11 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
     // At the median step time; and which peak the MFU is against, or why there is none.
     char line[256];
     std::snprintf(line, sizeof(line), "done: %d steps | %.1f tokens/s | %.2f ms/step", trained, 1e3 * B * T / *ms, *ms);
-    log << line << speed_fields(ms) << ranks << (o.mfu.note.empty() ? "" : " (" + o.mfu.note + ")") << std::endl;
+    // With CUDA graphs: how many of this process's steps replayed the captured step.
+    const std::string graphs =
+        trainer.graph_replays() > 0 ? " | " + std::to_string(trainer.graph_replays()) + " steps replayed a CUDA graph" : "";
+    log << line << speed_fields(ms) << ranks << graphs << (o.mfu.note.empty() ? "" : " (" + o.mfu.note + ")")
+        << std::endl;
   }
 }
 

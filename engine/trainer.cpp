@@ -286,6 +286,7 @@ void Trainer::train_step(bool use_graph) {
     graph_ready_ = true;
   }
   backend_.replay_graph();
+  ++graph_replays_;
 }
 
 double Trainer::read_loss() {

@@ -93,6 +93,8 @@ class Trainer {
   // anything else created on first use), the second captures the step as one graph and
   // replays it, and later calls only replay: no host work per op, no sync inside the step.
   void train_step(bool use_graph);
+  // How many train_step calls replayed the captured graph (0 with graphs off or unsupported).
+  int graph_replays() const { return graph_replays_; }
   // Mean cross-entropy of the last forward_backward over the global batch; waits for the backend.
   double read_loss();
   int rank() const { return comm_->rank(); }
@@ -132,6 +134,7 @@ class Trainer {
   int first_row_;
   int grad_accum_;  // micro-batches per optimizer step
   int steps_run_ = 0;      // train_step calls so far
+  int graph_replays_ = 0;  // of which replayed the captured graph
   bool graph_ready_ = false;
 };
 

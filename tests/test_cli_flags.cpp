@@ -1,11 +1,11 @@
 // The flags of `tinytrain train` and `plan` whose effect shows only in what a run computes, run
-// as a user runs them: each test but --cuda-graph's could fail if the flag were ignored (no
-// output of a run says whether its steps replayed a graph). --beta1/--beta2/--eps
+// as a user runs them: each test could fail if the flag were ignored. --beta1/--beta2/--eps
 // reach AdamW with their value (the losses equal a run configured in-process, and change from
 // the step the update rule says); the loss-scale flags give the scale the scaler's rule
 // predicts; --grad-accum gives the full batch's losses with the activations of a micro-batch;
 // --recompute gives the same bits with fewer activations; --tf32 moves the emulated GEMMs by
-// TF32's rounding and nothing else does; --cuda-graph on and off give the same bits; plan
+// TF32's rounding and nothing else does; --cuda-graph on replays a graph (the done: line counts
+// the replays) and gives the bits of --cuda-graph off, which replays none; plan
 // --ranks shrinks the ZeRO-1 optimizer state to a rank's shard. The losses come from the
 // metrics file (--metrics: every double in full), not from the log's four decimals.
 #include <gtest/gtest.h>
@@ -261,6 +261,9 @@ TEST(CliFlags, CudaGraphOnAndOffGiveTheSameBits) {
   const TrainedRun off = train({{"--backend", "cuda-emu"}, {"--steps", "3"}, {"--cuda-graph", "off"}}, 120.0);
   ASSERT_EQ(on.losses.size(), 3u) << on.log;
   EXPECT_EQ(on.losses, off.losses);
+  // step 1 eager, step 2 captured and replayed, step 3 replayed
+  EXPECT_NE(on.log.find(" | 2 steps replayed a CUDA graph"), std::string::npos) << on.log;
+  EXPECT_EQ(off.log.find("replayed a CUDA graph"), std::string::npos) << off.log;
 #endif
 }
 
