@@ -60,7 +60,7 @@ class Report {
     row.passed = worst_ratio <= 1.0;
     print(row);
   }
-  // Compares whole tensors: relative L2 error ||got - want|| / ||want|| below `tolerance`.
+  // Compares whole tensors: relative L2 error ||got - want|| / ||want|| at most `tolerance`.
   void compare_rel_l2(const std::string& name, const float* got, const float* want, size_t n, double tolerance) {
     double diff = 0.0, norm = 0.0;
     for (size_t i = 0; i < n; ++i) {
@@ -71,7 +71,7 @@ class Report {
     const double rel = norm > 0.0 ? std::sqrt(diff / norm) : std::sqrt(diff);
     print(Row{name + " (rel L2)", rel, tolerance, rel <= tolerance});
   }
-  // Compares two training updates: ||got - want|| / sqrt(||got|| ||want||) below `tolerance`.
+  // Compares two training updates: ||got - want|| / sqrt(||got|| ||want||) at most `tolerance`.
   // Symmetric, and the usual relative L2 error when the two are of a size; an update that did
   // not move on one side only scores infinity (relative to ||want|| alone, a reference update of
   // 0 would leave nothing to divide by, and one scaled by 1.5 would score only 1/3).
