@@ -31,6 +31,8 @@
 #   - pytorch_parity.full_size_gelu: three quarters of its time is PyTorch making the
 #     reference (10 s, then verify 3 s); the engine's part, fp32 steps at the seed's sizes,
 #     runs here in MixedPrecisionSeedWorkload, and verify's code in verify_cpu*;
+#   - verify_catches_mistakes: most of it is PyTorch planting mistakes in references; verify's
+#     code runs here in verify_cpu*;
 #   - the mutants (label "mutants"): they check the suite, not the code.
 # At reduced size (TINYTRAIN_TEST_REDUCED, tests/reduced_size.h), each test alone on 2 cores:
 #   - MixedPrecisionSeedWorkload.LossCurvesStayWithinAQuarterUTimesLossOfFp32: 10 steps of the
@@ -69,7 +71,7 @@ if [ "$phase" = all ] || [ "$phase" = test ]; then
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   export TINYTRAIN_TEST_REDUCED=1
   ctest --output-on-failure -j "$(nproc)" -LE mutants \
-    -E '^(forward|reverse)\.|CudaTraining|CudaRecompute|CudaGradAccumulation|verify_cuda_emu_(bf16|fp16|tiled_gemm_)|^pytorch_parity\.'
+    -E '^(forward|reverse)\.|CudaTraining|CudaRecompute|CudaGradAccumulation|verify_cuda_emu_(bf16|fp16|tiled_gemm_)|^pytorch_parity\.|^verify_catches_mistakes$'
   cd ..
 fi
 

@@ -75,6 +75,49 @@ TEST(OpsCompare, ExactMeansTheSameBits) {
   EXPECT_FALSE(compare_tensor("dst", {1.0, -0.0}, want, 0.0).ok) << "-0 is not the bits of +0";
 }
 
+// Cross-entropy's dlogits at GPT-2's vocabulary (V = 50257): the target entries (p - 1) / N are
+// ~1e4 times the others p / N, so on one scale (compare_tensor, max |want|) the others could be
+// all zeros and pass, as they did before compare_by_target; on their own scale they cannot.
+TEST(OpsCompare, CrossEntropyNonTargetGradientsAreCheckedOnTheirOwnScale) {
+  const int N = 4, V = 50257;
+  const std::unique_ptr<Backend> cpu = make_cpu_backend();
+  std::vector<float> logits(static_cast<size_t>(N) * V), dlogits(logits.size()), losses(N), scale = {1.0f};
+  std::vector<int32_t> targets = {7, 50256, 0, 31337};
+  for (size_t i = 0; i < logits.size(); ++i) logits[i] = static_cast<float>(4.0 * std::sin(0.7 * i));  // in [-4, 4]
+  cpu->cross_entropy_forward_backward(Tensor{losses.data(), DType::F32, {N}}, Tensor{dlogits.data(), DType::F32, {N, V}},
+                                      Tensor{logits.data(), DType::F32, {N, V}},
+                                      Tensor{targets.data(), DType::I32, {N}}, Tensor{scale.data(), DType::F32, {1}}, N);
+  const std::vector<double> want(dlogits.begin(), dlogits.end());
+  const double tol = reduction_tol(V + 8);  // the case's tolerance (engine/ops/op_cases.cpp)
+  auto is_target = [&](size_t i) { return static_cast<int32_t>(i % V) == targets[i / V]; };
+  // got = want with the targets' entries multiplied by `at_targets`, the others by `elsewhere`
+  auto scaled = [&](double at_targets, double elsewhere) {
+    std::vector<double> got = want;
+    for (size_t i = 0; i < got.size(); ++i) got[i] *= is_target(i) ? at_targets : elsewhere;
+    return got;
+  };
+  EXPECT_TRUE(compare_by_target("dlogits", want, want, targets, tol).ok);
+
+  const std::vector<double> zeroed = scaled(1.0, 0.0);  // the planted mistake: no softmax gradient
+  const TensorCheck old_check = compare_tensor("dlogits", zeroed, want, tol);
+  std::printf("[ zeroed   ] one scale: max_rel %.3e, targets and others apart: 1 (tol %.3e)\n", old_check.max_rel, tol);
+  EXPECT_TRUE(old_check.ok) << "the one-scale check saw the zeroed non-targets after all?";
+  const TensorCheck caught = compare_by_target("dlogits", zeroed, want, targets, tol);
+  EXPECT_FALSE(caught.ok);
+  EXPECT_EQ(caught.tensor, "dlogits (non-targets)");
+  EXPECT_NEAR(caught.max_rel, 1.0, 1e-12);
+
+  for (const double factor : {3.0, 0.5}) {  // times the tolerance, on each group's own scale
+    const TensorCheck others = compare_by_target("dlogits", scaled(1.0, 1.0 + factor * tol), want, targets, tol);
+    EXPECT_EQ(others.ok, factor < 1.0) << "non-targets by " << factor << " x tol: max_rel " << others.max_rel;
+    EXPECT_EQ(others.tensor, "dlogits (non-targets)");
+    const TensorCheck at_targets = compare_by_target("dlogits", scaled(1.0 + factor * tol, 1.0), want, targets, tol);
+    EXPECT_EQ(at_targets.ok, factor < 1.0) << "targets by " << factor << " x tol: max_rel " << at_targets.max_rel;
+    EXPECT_EQ(at_targets.tensor, "dlogits (targets)");
+  }
+  EXPECT_FALSE(compare_by_target("dlogits", want, want, {1, 2, 3}, tol).ok) << "targets of another N";
+}
+
 // The whole path of a check, on a real case: the CPU backend against another CPU backend
 // passes; the same with the output of the op under test perturbed at its largest element, by
 // more than the tolerance on the result's scale, fails naming that output.

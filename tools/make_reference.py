@@ -147,21 +147,22 @@ def global_grad_norm(params):
     return torch.norm(torch.stack([torch.norm(p.grad.detach(), 2.0) for p in params]), 2.0)
 
 
-def train_steps(model, opt, x, y):
+def train_steps(model, opt, x, y, optimizer_class=torch.optim.AdamW):
     """AdamW-train `model` on the batches x[s] -> y[s]; return the reference tensors in file order.
 
     x and y are (steps, batch, seq) int64. Everything runs in the dtype of the model's
     parameters; the float32 reference and the float64 replay share this one procedure.
     Each step sets the scheduled lr (group['lr'] before optimizer.step()) and, with grad_clip
     > 0, clips after the backward (grads.* are recorded before clipping: the raw gradients).
+    `optimizer_class` (AdamW's signature) lets tools/plant_mistake.py train with a mistaken one.
     """
     steps = x.shape[0]
     vocab = model.lm_head.out_features
     model.train()  # dropout is 0; train mode keeps PyTorch on its plain (non fast-path) kernels
 
-    optimizer = torch.optim.AdamW(model.parameters(), lr=opt["lr"],
-                                  betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"],
-                                  weight_decay=opt["weight_decay"])
+    optimizer = optimizer_class(model.parameters(), lr=opt["lr"],
+                                betas=(opt["beta1"], opt["beta2"]), eps=opt["eps"],
+                                weight_decay=opt["weight_decay"])
     loss_fn = nn.CrossEntropyLoss()  # mean over all batch*seq tokens
 
     def snapshot(prefix):

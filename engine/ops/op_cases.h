@@ -27,6 +27,9 @@ struct CaseTensor {
   std::vector<int32_t> ids;   // I32: the contents
   double tol = -1.0;          // < 0: not compared; 0: bit for bit; > 0: max |got - want| / max |want|
   bool absent = false;        // an optional tensor passed with null data (no bias, no wpe)
+  int targets = -1;           // >= 0: an (N,V) tensor compared row target and the rest apart,
+                              // each on its own scale, with the I32 tensor at this index as the
+                              // targets (compare_by_target, engine/ops/op_harness.h)
 };
 
 // The tensors' views in some backend's memory, in the order of OpCase::tensors.

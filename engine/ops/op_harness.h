@@ -38,9 +38,21 @@ struct TensorCheck {
   bool ok = true;      // max_rel <= tol (tol 0: every element has the same bits)
 };
 
-// Compares got with want (same length) against tol (> 0: max_rel <= tol; 0: bit for bit).
+// Compares got with want (same length) against tol (> 0: max_rel <= tol; 0: bit for bit);
+// abs_tol (storage_abs_tol) widens a tolerance > 0 by abs_tol / max |want|, and the returned
+// tol is the widened one.
 TensorCheck compare_tensor(const std::string& tensor, const std::vector<double>& got,
-                           const std::vector<double>& want, double tol);
+                           const std::vector<double>& want, double tol, double abs_tol = 0.0);
+
+// Cross-entropy's dlogits (N,V) = (softmax - onehot(target)) s / N holds (p - 1) s / N at each
+// row's target and p s / N elsewhere; with V = 50257 the others are ~1e-4 of the targets, so on
+// one scale (max |want|) they would go unchecked: all zeros would pass. Compares the N target
+// entries and the N (V - 1) others each on its own scale (max |want| of each group) against
+// tol, and returns the check closer to (or further past) tol, named "<tensor> (targets)" or
+// "<tensor> (non-targets)".
+TensorCheck compare_by_target(const std::string& tensor, const std::vector<double>& got,
+                              const std::vector<double>& want, const std::vector<int32_t>& targets, double tol,
+                              double abs_tol = 0.0);
 
 // Runs a prepared case on `backend` and on `reference` from the same inputs and compares every
 // compared tensor, 16-bit ones with storage_tol (engine/ops/op_tolerance.h) added to their

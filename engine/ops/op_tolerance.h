@@ -43,6 +43,13 @@ inline double unit_roundoff(DType dtype) {
 // What storing in `dtype` adds to a comparison of two backends: neighbouring values, 2u apart.
 inline double storage_tol(DType dtype) { return 2.0 * unit_roundoff(dtype); }
 
+// What storing in `dtype` adds in absolute terms: fp16 holds values below 2^-14 as subnormals,
+// 2^-24 apart whatever their size, so two results rounded to neighbouring subnormals differ by
+// 2^-24, which no relative bound on a group of tiny values covers (cross-entropy's non-target
+// gradients p / N at N = 1024 are ~1e-5; compared on their own scale, compare_by_target).
+// bf16 has fp32's exponent range: its values this small are normal.
+inline double storage_abs_tol(DType dtype) { return dtype == DType::F16 ? 5.9604644775390625e-08 : 0.0; }
+
 // A GEMM output of K-term sums with `act` inputs. 16-bit GEMMs run on tensor cores, which add
 // aligned products with truncation rather than round to nearest (Fasi, Higham, Mikaitis,
 // Pranesh, "Numerical behavior of NVIDIA tensor cores", PeerJ CS 2021): up to K eps for a
