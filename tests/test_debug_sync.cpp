@@ -18,6 +18,7 @@
 #include "engine/backend_select.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/debug_sync_backend.h"
+#include "tests/forwarding_backend.h"
 #ifdef TINYTRAIN_HAVE_SIMT
 #include "simt/emulated_cuda.h"
 #include "tests/faulting_kernel.h"
@@ -30,77 +31,15 @@ namespace {
 
 // The emulated CUDA backend, except that embedding_forward (fp32, no positional table) runs the
 // trapping lookup of tests/faulting_kernel.cu on the backend's stream.
-class TrappingEmbeddingBackend final : public Backend {
+class TrappingEmbeddingBackend final : public test::ForwardingBackend {
  public:
-  TrappingEmbeddingBackend() : inner_(emu::make_cuda_backend(CudaOptions{})) {}
+  TrappingEmbeddingBackend() : ForwardingBackend(emu::make_cuda_backend(CudaOptions{})) {}
 
   void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor /*wpe*/) override {
     const int C = static_cast<int>(wte.shape[1]);
-    test::launch_checked_embedding(inner_->native_stream(), out.f32(), tokens.i32(), wte.f32(),
+    test::launch_checked_embedding(native_stream(), out.f32(), tokens.i32(), wte.f32(),
                                    static_cast<int>(tokens.numel()), C, static_cast<int>(wte.shape[0]));
   }
-
-  // ---- everything else: the emulated CUDA backend's own ----
-  std::string name() const override { return inner_->name(); }
-  void* allocate(size_t bytes) override { return inner_->allocate(bytes); }
-  void release(void* ptr) override { inner_->release(ptr); }
-  void copy_to_device(void* dst, const void* src, size_t bytes) override { inner_->copy_to_device(dst, src, bytes); }
-  void copy_to_host(void* dst, const void* src, size_t bytes) override { inner_->copy_to_host(dst, src, bytes); }
-  void fill_zero(Tensor t) override { inner_->fill_zero(t); }
-  void synchronize() override { inner_->synchronize(); }
-  void* native_stream() override { return inner_->native_stream(); }
-  bool supports_graphs() const override { return inner_->supports_graphs(); }
-  void kv_cache_append(Tensor k_cache, Tensor v_cache, Tensor qkv, int pos) override {
-    inner_->kv_cache_append(k_cache, v_cache, qkv, pos);
-  }
-  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) override {
-    inner_->embedding_backward(dwte, dwpe, dout, tokens);
-  }
-  void linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) override {
-    inner_->linear_forward(out, inp, weight, bias);
-  }
-  void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) override {
-    inner_->linear_backward(dinp, dweight, dbias, dout, inp, weight);
-  }
-  void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
-                         const DropoutMask& dropout) override {
-    inner_->attention_forward(out, probs, qkv, s, dropout);
-  }
-  void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out, Tensor probs,
-                          const AttentionShape& s, const DropoutMask& dropout) override {
-    inner_->attention_backward(dqkv, dprobs, dout, qkv, out, probs, s, dropout);
-  }
-  void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
-                         float eps) override {
-    inner_->layernorm_forward(out, mean, rstd, inp, weight, bias, eps);
-  }
-  void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                          Tensor mean, Tensor rstd) override {
-    inner_->layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
-  }
-  void activation_forward(Tensor out, Tensor inp, Activation act) override { inner_->activation_forward(out, inp, act); }
-  void activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) override {
-    inner_->activation_backward(dinp, dout, inp, act);
-  }
-  void dropout_forward(Tensor out, Tensor inp, const DropoutMask& d) override { inner_->dropout_forward(out, inp, d); }
-  void dropout_backward(Tensor dinp, Tensor dout, const DropoutMask& d) override { inner_->dropout_backward(dinp, dout, d); }
-  void residual_forward(Tensor out, Tensor a, Tensor b) override { inner_->residual_forward(out, a, b); }
-  void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
-                                      Tensor dloss_scale, int64_t mean_over) override {
-    inner_->cross_entropy_forward_backward(losses, dlogits, logits, targets, dloss_scale, mean_over);
-  }
-  void cast(Tensor dst, Tensor src) override { inner_->cast(dst, src); }
-  void grad_norm_check(Tensor grads, const LossScalerState& s) override { inner_->grad_norm_check(grads, s); }
-  void adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
-                  Tensor train_step, const AdamWHyper& hyper, const LossScalerState& s) override {
-    inner_->adamw_step(params, grads, exp_avg, exp_avg_sq, step_count, train_step, hyper, s);
-  }
-  void loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) override {
-    inner_->loss_scaler_update(s, config, step);
-  }
-
- private:
-  std::unique_ptr<Backend> inner_;
 };
 
 // Each test's backend is destroyed before the emulated device is reset: a fault is sticky (as on

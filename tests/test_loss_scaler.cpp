@@ -28,6 +28,7 @@
 #include "engine/init.h"
 #include "cli/train_loop.h"
 #include "engine/trainer.h"
+#include "tests/forwarding_backend.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/cli_test_util.h"
 #include "tests/mixed_precision_util.h"
@@ -44,89 +45,26 @@ namespace {
 
 // ---- a CPU backend that remembers the optimizer's and the working weights' views ----
 
-class RecordingBackend final : public Backend {
+class RecordingBackend final : public test::ForwardingBackend {
  public:
-  RecordingBackend() : inner_(make_cpu_backend()) {}
+  RecordingBackend() : ForwardingBackend(make_cpu_backend()) {}
 
   // The views the last adamw_step was given (AdamW's own arena) and the last cast's
   // destination (the working weights; null data while nothing was cast, as in fp32).
   Tensor exp_avg, exp_avg_sq, step_count, working;
 
-  std::string name() const override { return "recording(" + inner_->name() + ")"; }
-  void* allocate(size_t bytes) override { return inner_->allocate(bytes); }
-  void release(void* ptr) override { inner_->release(ptr); }
-  void copy_to_device(void* dst, const void* src, size_t bytes) override { inner_->copy_to_device(dst, src, bytes); }
-  void copy_to_host(void* dst, const void* src, size_t bytes) override { inner_->copy_to_host(dst, src, bytes); }
-  void fill_zero(Tensor t) override { inner_->fill_zero(t); }
-  void synchronize() override { inner_->synchronize(); }
-  bool supports_graphs() const override { return inner_->supports_graphs(); }
-  void begin_capture() override { inner_->begin_capture(); }
-  void end_capture() override { inner_->end_capture(); }
-  void replay_graph() override { inner_->replay_graph(); }
-
-  void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) override {
-    inner_->embedding_forward(out, tokens, wte, wpe);
-  }
-  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) override {
-    inner_->embedding_backward(dwte, dwpe, dout, tokens);
-  }
-  void linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) override {
-    inner_->linear_forward(out, inp, weight, bias);
-  }
-  void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) override {
-    inner_->linear_backward(dinp, dweight, dbias, dout, inp, weight);
-  }
-  void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
-                         const DropoutMask& dropout) override {
-    inner_->attention_forward(out, probs, qkv, s, dropout);
-  }
-  void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out, Tensor probs, const AttentionShape& s,
-                          const DropoutMask& dropout) override {
-    inner_->attention_backward(dqkv, dprobs, dout, qkv, out, probs, s, dropout);
-  }
-  void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
-                         float eps) override {
-    inner_->layernorm_forward(out, mean, rstd, inp, weight, bias, eps);
-  }
-  void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                          Tensor mean, Tensor rstd) override {
-    inner_->layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
-  }
-  void activation_forward(Tensor out, Tensor inp, Activation act) override {
-    inner_->activation_forward(out, inp, act);
-  }
-  void activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) override {
-    inner_->activation_backward(dinp, dout, inp, act);
-  }
-  void dropout_forward(Tensor out, Tensor inp, const DropoutMask& dropout) override {
-    inner_->dropout_forward(out, inp, dropout);
-  }
-  void dropout_backward(Tensor dinp, Tensor dout, const DropoutMask& dropout) override {
-    inner_->dropout_backward(dinp, dout, dropout);
-  }
-  void residual_forward(Tensor out, Tensor a, Tensor b) override { inner_->residual_forward(out, a, b); }
-  void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
-                                      Tensor dloss_scale, int64_t mean_over) override {
-    inner_->cross_entropy_forward_backward(losses, dlogits, logits, targets, dloss_scale, mean_over);
-  }
+  std::string name() const override { return "recording(" + ForwardingBackend::name() + ")"; }
   void cast(Tensor dst, Tensor src) override {
     working = dst;
-    inner_->cast(dst, src);
+    ForwardingBackend::cast(dst, src);
   }
-  void grad_norm_check(Tensor grads, const LossScalerState& s) override { inner_->grad_norm_check(grads, s); }
   void adamw_step(Tensor params, Tensor grads, Tensor m, Tensor v, Tensor count, Tensor train_step,
                   const AdamWHyper& hyper, const LossScalerState& s) override {
     exp_avg = m;
     exp_avg_sq = v;
     step_count = count;
-    inner_->adamw_step(params, grads, m, v, count, train_step, hyper, s);
+    ForwardingBackend::adamw_step(params, grads, m, v, count, train_step, hyper, s);
   }
-  void loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) override {
-    inner_->loss_scaler_update(s, config, step);
-  }
-
- private:
-  std::unique_ptr<Backend> inner_;
 };
 
 // ---- helpers ----
