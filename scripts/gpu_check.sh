@@ -345,7 +345,7 @@ s_bench() {  # bench_gpu.py gets its own budget, 5 s inside the step's limit: it
   local limit=$GC_LIMIT
   python3 -c "import torch; assert torch.cuda.is_available(), 'torch sees no GPU'; print('torch', torch.__version__)" || return 1
   python3 "$root/tools/bench_gpu.py" --tinytrain "$BIN" --python "$(command -v python3)" --configs seed \
-    --rows tinytrain-graph-fp32,tinytrain-nograph-fp32,tinytrain-graph-bf16,torch-eager-fp32,torch-eager-bf16 \
+    --rows tinytrain-graph-fp32,tinytrain-nograph-fp32,tinytrain-graph-bf16,tinytrain-cudnn-bf16,torch-eager-fp32,torch-eager-bf16 \
     --seed-steps 300 --seed-warmup 20 --eager-timeout 20 --timeout 20 --budget $((limit - 5)) --json "$out/bench.json"
 }
 s_ctest_other() {  # the rest of the build, then everything not run above (CI runs the emulated suites)

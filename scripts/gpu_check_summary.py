@@ -20,10 +20,11 @@ Exit status 0 when no step failed and every planned step ran or was left out on 
 (GPU_CHECK_SKIP_BUILD, GPU_CHECK_ONLY); 1 otherwise.
 
 A step passes when it exited 0 and its log shows no problem:
-  - ctest result lines (`12/282 Test  #7: Name ....   Passed    0.33 sec`): a test named in
-    gpu_required.txt that did not pass, a skip included, fails the step. Other skips are listed
-    and do not: the tests that need a machine without a GPU skip on a GPU machine on purpose
-    (tests/test_cli.cpp, tests/test_doctor.cpp).
+  - ctest result lines (`12/282 Test  #7: Name ....   Passed    0.33 sec`): a test that failed
+    (or timed out, crashed, did not run) fails the step, and so does a skipped test named in
+    gpu_required.txt. Other skips are listed and do not: the tests that need a machine without
+    a GPU skip on a GPU machine on purpose (tests/test_cli.cpp, tests/test_doctor.cpp).
+    Disabled tests (gtest's DISABLED_, "Not Run (Disabled)") are listed only.
   - `gpu_check.number KEY VALUE` lines are the step's key numbers (a float when VALUE parses).
 Exit codes 124 and 137 at the step's limit are `timeout` killing it (TERM, then KILL).
 """
@@ -33,11 +34,12 @@ import re
 import sys
 
 # `12/282 Test  #7: Name ....   Passed    0.33 sec` (or ***Skipped, ***Failed, ***Timeout,
-# ***Exception: SegFault, ***Not Run): the last status word before the time is the status,
-# whatever the test's name holds.
+# ***Exception: SegFault, ***Not Run, ***Not Run (Disabled) for a gtest DISABLED_ test): the
+# last status before the time is the status, whatever the test's name holds.
 CTEST_RESULT = re.compile(r"^\s*\d+/\d+ Test\s+#\d+: (\S+)(?: .*)?[ .](?:\*\*\*)?"
-                          r"(Passed|Failed|Skipped|Timeout|Exception|Not Run|Disabled)\b[^\n]*?\s[0-9.]+ sec\s*$",
+                          r"((?:Passed|Failed|Skipped|Timeout|Exception|Not Run)\b(?: \(Disabled\))?)[^\n]*?\s[0-9.]+ sec\s*$",
                           re.M)
+DISABLED = "Not Run (Disabled)"
 NUMBER = re.compile(r"^gpu_check\.number (\S+) (.*?)\s*$", re.M)
 
 
@@ -61,12 +63,13 @@ def ctest_results(log, gpu_required):
     results = {m.group(1): m.group(2) for m in CTEST_RESULT.finditer(log)}
     if not results:
         return None
-    failed = sorted(n for n, r in results.items() if r not in ("Passed", "Skipped"))
+    failed = sorted(n for n, r in results.items() if r not in ("Passed", "Skipped", DISABLED))
     skipped = sorted(n for n, r in results.items() if r == "Skipped")
     return {"ran": len(results),
             "passed": sum(r == "Passed" for r in results.values()),
             "failed": [f"{n} ({results[n]})" for n in failed],
             "skipped": skipped,
+            "disabled": sorted(n for n, r in results.items() if r == DISABLED),
             "gpu_required_ran": sum(n in gpu_required for n in results),
             "gpu_required_skipped": [n for n in skipped if n in gpu_required],
             "finished": bool(re.search(r"\d+% tests passed, \d+ tests? failed out of \d+", log))}
@@ -94,11 +97,14 @@ def step_row(fields, out, gpu_required):
         row["verdict"], row["why"] = "failed", f"exit {rc}"
     else:
         row["verdict"], row["why"] = "passed", ""
-    if ctest and ctest["gpu_required_skipped"]:
-        n = len(ctest["gpu_required_skipped"])
-        row["verdict"] = "failed"
-        row["why"] = ", ".join(filter(None, [row["why"], f"{n} gpu_required test{'s' * (n > 1)} skipped: "
-                                             + " ".join(ctest["gpu_required_skipped"][:5]) + " ..." * (n > 5)]))
+    if status in ("skipped", "left_out") or not ctest:
+        return row
+    for names, what in ((ctest["failed"], "failed"), (ctest["gpu_required_skipped"], "skipped")):
+        if names:
+            n = len(names)
+            row["verdict"] = "failed"
+            row["why"] = ", ".join(filter(None, [row["why"], f"{n} {'gpu_required ' * (what == 'skipped')}test"
+                                                 f"{'s' * (n > 1)} {what}: " + " ".join(names[:5]) + " ..." * (n > 5)]))
     return row
 
 
