@@ -1,3 +1,4 @@
+# shellcheck shell=bash
 # Running scripts/gpu_check.sh's steps (sourced by it, and by tests/gpu_check_verdict_test.sh,
 # which runs fake steps through the same functions without a GPU). Each step runs under its own
 # time limit; its output goes to the console and to OUT/steps/NAME.log; it adds one line to
