@@ -16,13 +16,15 @@
 #                  PASS | passed (N): ... | failed (0): none | not run (0): none
 #                  PROBLEMS | passed (N): ... | failed (M): step (why), ... | not run (K): step (why), ...
 #   steps/NAME.log each step's full output;  gpu_check.log everything printed
-#   plus what steps keep: *_junit.xml (ctest), bench.json, doctor's peaks (cache/), the
-#   profile's trace (profile_seed.json), gpu_required.txt
+#   plus what steps keep: work/ (the compared runs' logs and losses, metrics .jsonl),
+#   *_junit.xml (ctest), gpu_required.txt, bench.json, doctor's peaks (cache/), the profile's
+#   trace (profile_seed.json)
 # Exit status 0 only when every step ran and passed (scripts/gpu_check_summary.py says how a
 # step passes; scripts/gpu_check_lib.sh runs the steps).
 #
 # The steps, most valuable first. Each has a time limit (cap, seconds); a step that hangs is
-# killed at it (with everything it started) and shows as "timed out", and the next one runs.
+# killed at it (TERM, then KILL 5 s later, with everything it started) and shows as "timed
+# out", and the next one runs.
 # A step also stops at what is left of GPU_CHECK_BUDGET_S (default 540: 9 minutes) less 5 s
 # for the last summary; a step that would get under 3 s is "not run: time budget spent".
 #
@@ -100,10 +102,11 @@ source "$root/scripts/gpu_check_lib.sh"
 BUILD=${GPU_CHECK_BUILD_DIR:-build}
 case "$BUILD" in /*) ;; *) BUILD="$root/$BUILD" ;; esac
 BIN=$BUILD/tinytrain
-WORK=$BUILD/gpu_check_work  # scratch: logs and checkpoints the steps compare
+WORK=$out/work  # what steps compare: each run's log and losses (metrics .jsonl)
+CHECKPOINTS=$BUILD/gpu_check_checkpoints  # (16 MB each: they stay on the machine)
 JOBS=${GPU_CHECK_JOBS:-16}
 GC_ONLY=${GPU_CHECK_ONLY:-}
-export root out BUILD BIN WORK JOBS
+export root out BUILD BIN WORK CHECKPOINTS JOBS
 export TINYTRAIN_CACHE_DIR=$out/cache  # doctor's measured peaks, read by profile and train (MFU)
 rev=$(git -C "$root" rev-parse --short HEAD 2>/dev/null) &&
   { git -C "$root" diff --quiet HEAD 2>/dev/null || rev="$rev, with local changes"; } || rev="no git"
@@ -151,8 +154,9 @@ done
 export NVCC CUDA_HOME_DIR SANITIZER DEPS CUDNN_DIR NCCL_DIR
 
 # ---- the steps (each runs in its own bash: exported, with what they use) -------------------------
-# `gpu_check.number KEY VALUE` lines are the key numbers summary.json keeps for a step.
-number() { echo "gpu_check.number $1 $2"; }
+# `gpu_check.number KEY VALUE` lines are the key numbers summary.json keeps for a step (none
+# when VALUE is empty: the output had no such number).
+number() { [ -z "$2" ] || echo "gpu_check.number $1 $2"; }
 need() { [ -e "$1" ] || { echo "missing: $1 ($2)"; return 1; }; }
 
 s_machine() {
@@ -222,7 +226,7 @@ s_cuda_tests() {
 # The largest max_err / tol of verify's rows (`NAME  max_err 1.2e-08  tol 2.0e-06  ok`).
 worst_err_over_tol() {
   awk '{ for (i = 1; i + 3 <= NF; ++i) if ($i == "max_err" && $(i + 2) == "tol" && $(i + 3) > 0) {
-           r = $(i + 1) / $(i + 3); if (r > w) w = r } } END { printf "%.3g\n", w }' "$1"
+           r = $(i + 1) / $(i + 3); if (r > w) w = r; rows++ } } END { if (rows) printf "%.3g\n", w }' "$1"
 }
 s_verify() {
   local ref p failed=0
@@ -241,10 +245,10 @@ s_verify() {
 train_logged() {  # train_logged NAME FLAGS...
   local name=$1; shift
   rm -f "$WORK/$name.jsonl"
-  "$BIN" train --log-every 1 --metrics "$WORK/$name.jsonl" "$@" > "$WORK/$name.log" 2>&1
-  local rc=$?
-  grep -E '^(step +(0|99) |done|attention|checkpoint)' "$WORK/$name.log"
-  [ $rc -eq 0 ] || { tail -5 "$WORK/$name.log"; echo "FAIL: train $*"; return $rc; }
+  echo "--- tinytrain train --log-every 1 --metrics $WORK/$name.jsonl $*"
+  "$BIN" train --log-every 1 --metrics "$WORK/$name.jsonl" "$@" 2>&1 | tee "$WORK/$name.log"
+  local rc=${PIPESTATUS[0]}
+  [ "$rc" -eq 0 ] || { echo "FAIL: train $*"; return "$rc"; }
   number "$name.ms_per_step" "$(sed -n 's/^done: .* | \([0-9.]*\) ms\/step.*/\1/p' "$WORK/$name.log")"
 }
 # The losses of two runs against each other: every step within TOL, step 0 within TOL0.
@@ -298,11 +302,11 @@ s_cudnn_attention() {
   [ "$failed" -eq 0 ]
 }
 s_graph_bits() {
-  rm -rf "$WORK/graph_on" "$WORK/graph_off"
-  train_logged graph_on --backend cuda --cuda-graph on --save-dir "$WORK/graph_on" &&
-    train_logged graph_off --backend cuda --cuda-graph off --save-dir "$WORK/graph_off" &&
+  rm -rf "$CHECKPOINTS"
+  train_logged graph_on --backend cuda --cuda-graph on --save-dir "$CHECKPOINTS/on" &&
+    train_logged graph_off --backend cuda --cuda-graph off --save-dir "$CHECKPOINTS/off" &&
     compare_losses graph_on graph_off 0 0 || return 1
-  cmp "$WORK/graph_on/ckpt_100.safetensors" "$WORK/graph_off/ckpt_100.safetensors" &&
+  cmp "$CHECKPOINTS/on/ckpt_100.safetensors" "$CHECKPOINTS/off/ckpt_100.safetensors" &&
     echo "PASS: the final checkpoints are byte for byte the same"
 }
 s_nccl_tests() { run_ctest -L nccl -E 'train_ranks' --timeout 60 --output-junit "$out/nccl_tests_junit.xml"; }
@@ -328,9 +332,9 @@ s_sanitizer() {  # s_sanitizer TOOL: 3 steps of the seed workload, then every op
   for run in "train --backend cuda --steps 3 --log-every 1" "ops check --backend cuda"; do
     echo "--- compute-sanitizer --tool $tool ${extra[*]} tinytrain $run"
     # shellcheck disable=SC2086
-    "$SANITIZER" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 20 "$BIN" $run > "$WORK/sanitizer.log" 2>&1 || rc=1
-    grep -E '^=+ (ERROR SUMMARY|LEAK SUMMARY|RACECHECK SUMMARY|Error|Invalid|Uninitialized|Barrier|Race)' "$WORK/sanitizer.log" | head -40
-    tail -2 "$WORK/sanitizer.log"
+    "$SANITIZER" --tool "$tool" "${extra[@]}" --error-exitcode 99 --print-limit 20 "$BIN" $run 2>&1 |
+      tee "$WORK/sanitizer.log"
+    [ "${PIPESTATUS[0]}" -eq 0 ] || rc=1
     number "${run%% *}.errors" "$(sed -n 's/^=* *ERROR SUMMARY: \([0-9]*\) error.*/\1/p' "$WORK/sanitizer.log" | tail -1)"
   done
   return $rc
@@ -347,6 +351,7 @@ s_profile() {
 }
 s_bench() {  # bench_gpu.py gets its own budget, 5 s inside the step's limit: it ends and writes bench.json itself
   local limit=$GC_LIMIT
+  [ "$limit" -ge 15 ] || { echo "$limit s left: too little for the benchmark"; return 1; }
   python3 -c "import torch; assert torch.cuda.is_available(), 'torch sees no GPU'; print('torch', torch.__version__)" || return 1
   python3 "$root/tools/bench_gpu.py" --tinytrain "$BIN" --python "$(command -v python3)" --configs seed \
     --rows tinytrain-graph-fp32,tinytrain-nograph-fp32,tinytrain-graph-bf16,tinytrain-cudnn-bf16,torch-eager-fp32,torch-eager-bf16 \

@@ -125,9 +125,15 @@ def summarise(out):
     failed = [f"{s['name']} ({s['why']})" for s in steps if s["verdict"] == "failed"]
     not_run = [f"{s['name']} ({s['why']})" for s in steps if s["verdict"] == "not run"]
     ok = not failed and all(s["status"] == "left_out" for s in steps if s["verdict"] == "not run")
+    # The steps not run, grouped by why, in order: "a, b (why); c (other why)".
+    why_not_run = {}
+    for s in steps:
+        if s["verdict"] == "not run":
+            why_not_run.setdefault(s["why"], []).append(s["name"])
     verdict = (f"{'PASS' if ok else 'PROBLEMS'} | passed ({len(passed)}): {', '.join(passed) or 'none'}"
                f" | failed ({len(failed)}): {', '.join(failed) or 'none'}"
-               f" | not run ({len(not_run)}): {', '.join(not_run) or 'none'}")
+               f" | not run ({len(not_run)}): "
+               + ("; ".join(f"{', '.join(names)} ({why})" for why, names in why_not_run.items()) or "none"))
     summary = {"results_folder": out, "ok": ok, "steps": steps,
                "passed": passed, "failed": failed, "not_run": not_run, "verdict": verdict}
     table = [f"{'step':<24} {'verdict':<8} {'seconds':>7} {'limit':>5}  why / key numbers"]
