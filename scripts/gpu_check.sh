@@ -166,7 +166,10 @@ s_machine() {
   echo "compute-sanitizer: ${SANITIZER:-not found}"; [ -n "$SANITIZER" ] && "$SANITIZER" --version | tail -1
   echo "cmake: $(cmake --version | head -1); ninja: $(ninja --version 2>/dev/null || echo none); $(nproc) cores"
   echo "bundle: ${DEPS:-none}; cuDNN: ${CUDNN_DIR:-none}; NCCL: ${NCCL_DIR:-none}; python3: $(command -v python3)"
-  number gpu "$(nvidia-smi --query-gpu=name --format=csv,noheader 2>/dev/null | head -1)"
+  local key
+  for key in name driver_version memory.total compute_cap; do
+    number "gpu.$key" "$(nvidia-smi --query-gpu="$key" --format=csv,noheader 2>/dev/null | head -1)"
+  done
   [ -n "$NVCC" ] && [ "$rc" -eq 0 ]
 }
 s_configure() {
@@ -313,7 +316,12 @@ s_nccl_tests() { run_ctest -L nccl -E 'train_ranks' --timeout 60 --output-junit 
 s_nccl_train_ranks() {
   bash "$root/tests/nccl/train_ranks.sh" "$BIN" 2 | tee "$WORK/train_ranks.log"
   local rc=${PIPESTATUS[0]}
+  # `bucket1: 2 ranks, worst loss difference 1.2e-06 over 10 steps`, and
+  # `seed, 2 ranks, zero-1: done: 100 steps | ... | 1.23 ms/step | 2 ranks`
   sed -n 's/^\([a-z0-9]*\): [0-9]* ranks, worst loss difference \([^ ]*\) .*/gpu_check.number \1.worst_loss_difference \2/p' \
+    "$WORK/train_ranks.log"
+  awk -F': ' '/^seed, .*: done: / { key = $1; gsub(/[^a-z0-9]+/, "_", key); sub(/_$/, "", key); n = split($3, f, " [|] ")
+    for (i = 1; i <= n; ++i) if (f[i] ~ / ms\/step$/) { sub(/ ms\/step$/, "", f[i]); print "gpu_check.number " key ".ms_per_step " f[i] } }' \
     "$WORK/train_ranks.log"
   [ "$rc" -ne 77 ] || echo "FAIL: skipped on a GPU machine"
   return "$rc"
