@@ -19,8 +19,9 @@
 #   plus what steps keep: work/ (the compared runs' logs and losses, metrics .jsonl),
 #   *_junit.xml (ctest), gpu_required.txt, bench.json, doctor's peaks (cache/), the profile's
 #   trace (profile_seed.json)
-# Exit status 0 only when every step ran and passed (scripts/gpu_check_summary.py says how a
-# step passes; scripts/gpu_check_lib.sh runs the steps).
+# Exit status 0 only when every step passed, or was left out on purpose (GPU_CHECK_ONLY,
+# GPU_CHECK_SKIP_BUILD). scripts/gpu_check_summary.py says how a step passes (a skipped
+# gpu_required test fails it); scripts/gpu_check_lib.sh runs the steps.
 #
 # The steps, most valuable first. Each has a time limit (cap, seconds); a step that hangs is
 # killed at it (TERM, then KILL 5 s later, with everything it started) and shows as "timed
