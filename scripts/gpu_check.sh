@@ -60,8 +60,10 @@
 #   profile             10     4   profile of the seed workload, fp32 (Chrome trace) and bf16
 #   bench               35    20   tools/bench_gpu.py, seed config: tinytrain fp32 (graph on and
 #                                  off), bf16, bf16 with cuDNN; PyTorch eager fp32/bf16; bench.json
-#   ctest_other       (rest)       the remaining targets and ctest's other tests (CPU suites, CLI,
-#                                  doctor; not the emulated ones): only with time left
+#   ctest_other       (rest)       the remaining targets (247 s of CPU here: some 30 s on 16
+#                                  cores, test_cli.cpp's 28.6 s compile the longest) and ctest's
+#                                  other tests (CPU suites, CLI, doctor; not the emulated ones):
+#                                  only with time left
 # Caps: 10+25+90+10+20+75+30+25+10+20+15+30+40+15+4x15+20+10+35 = 540 s = 9 minutes, with
 # ctest_other on what the others leave unused. Expected (the middle column) about 260 s: these
 # are guesses, no GPU has run this yet; summary.json has each step's seconds to set them by.
