@@ -363,8 +363,14 @@ s_profile() {
 s_bench() {  # bench_gpu.py gets its own budget, 5 s inside the step's limit: it ends and writes bench.json itself
   local limit=$GC_LIMIT
   [ "$limit" -ge 15 ] || { echo "$limit s left: too little for the benchmark"; return 1; }
-  python3 -c "import torch; assert torch.cuda.is_available(), 'torch sees no GPU'; print('torch', torch.__version__)" || return 1
-  python3 "$root/tools/bench_gpu.py" --tinytrain "$BIN" --python "$(command -v python3)" --configs seed \
+  local py="" c
+  for c in python3 /usr/bin/python3 python; do  # the first Python whose torch sees the GPU
+    if "$c" -c "import torch; assert torch.cuda.is_available(); print('torch', torch.__version__)" 2>/dev/null; then
+      py=$(command -v "$c"); break
+    fi
+  done
+  [ -n "$py" ] || { echo "no Python whose torch sees a GPU (python3, /usr/bin/python3, python)"; return 1; }
+  "$py" "$root/tools/bench_gpu.py" --tinytrain "$BIN" --python "$py" --configs seed \
     --rows tinytrain-graph-fp32,tinytrain-nograph-fp32,tinytrain-graph-bf16,tinytrain-cudnn-bf16,torch-eager-fp32,torch-eager-bf16 \
     --seed-steps 300 --seed-warmup 20 --eager-timeout 20 --timeout 20 --budget $((limit - 5)) --json "$out/bench.json"
 }
