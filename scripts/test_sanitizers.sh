@@ -70,6 +70,7 @@ if [ "$phase" = all ] || [ "$phase" = test ]; then
   export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:halt_on_error=1
   export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
   export TINYTRAIN_TEST_REDUCED=1
+  export OMP_WAIT_POLICY=PASSIVE  # as scripts/test.sh: OpenMP threads sleep, not spin, while they wait
   ctest --output-on-failure -j "$(nproc)" -LE mutants \
     -E '^(forward|reverse)\.|CudaTraining|CudaRecompute|CudaGradAccumulation|verify_cuda_emu_(bf16|fp16|tiled_gemm_)|^pytorch_parity\.|^verify_catches_mistakes$'
   cd ..
