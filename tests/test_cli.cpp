@@ -715,9 +715,24 @@ TEST(CliTrainGood, AttentionCudnnOnTheCpuSaysOurKernelRuns) {
   EXPECT_EQ(lines[1].rfind("step   0 | loss ", 0), 0u);
 }
 
+// An emulated run's log against the CPU backend's: `steps` step lines each, the same losses up
+// to fp32 rounding (same dropout masks), far below the printed 4 decimals' resolution except at
+// a rounding boundary: 1e-3 allows that.
+void expect_the_cpus_losses(const CliResult& emu, const CliResult& cpu, size_t steps) {
+  const std::vector<std::string> se = step_lines(emu), sc = step_lines(cpu);
+  ASSERT_EQ(se.size(), steps);
+  ASSERT_EQ(sc.size(), steps);
+  const std::regex step_re(R"(step +(\d+) \| loss (-?\d+\.\d{4}) \| alloc (\d+\.\d) MB \| .* TFLOP/s.*)");
+  for (size_t s = 0; s < steps; ++s) {
+    std::smatch me, mc;
+    ASSERT_TRUE(std::regex_match(se[s], me, step_re)) << se[s];
+    ASSERT_TRUE(std::regex_match(sc[s], mc, step_re)) << sc[s];
+    EXPECT_NEAR(std::stod(me[2]), std::stod(mc[2]), 1e-3) << se[s] << " vs " << sc[s];
+  }
+}
+
 // --backend cuda-emu: the CUDA backend's own code on the SIMT emulator. One line says so, then
-// the seed log; the losses are the CPU backend's up to fp32 rounding (same dropout masks), far
-// below the printed 4 decimals' resolution except at a rounding boundary: 1e-3 allows that.
+// the seed log, with the CPU backend's losses.
 TEST(CliTrainGood, BackendCudaEmuSaysSoAndLogsTheCpusLosses) {
 #ifndef TINYTRAIN_HAVE_SIMT
   GTEST_SKIP() << "this build has no SIMT emulator (-DTINYTRAIN_SIMT=OFF)";
@@ -736,16 +751,7 @@ TEST(CliTrainGood, BackendCudaEmuSaysSoAndLogsTheCpusLosses) {
   ASSERT_EQ(lines.size(), 5u) << "the backend line, three step lines, the done line";
   EXPECT_EQ(lines[0].rfind("backend cuda-emu: ", 0), 0u) << lines[0];
   EXPECT_TRUE(contains(lines[0], "SIMT emulator") && contains(lines[0], "slow")) << lines[0];
-  const std::vector<std::string> se = step_lines(emu), sc = step_lines(cpu);
-  ASSERT_EQ(se.size(), 3u);
-  ASSERT_EQ(sc.size(), 3u);
-  const std::regex step_re(R"(step +(\d+) \| loss (-?\d+\.\d{4}) \| alloc (\d+\.\d) MB \| .* TFLOP/s.*)");
-  for (size_t s = 0; s < 3; ++s) {
-    std::smatch me, mc;
-    ASSERT_TRUE(std::regex_match(se[s], me, step_re)) << se[s];
-    ASSERT_TRUE(std::regex_match(sc[s], mc, step_re)) << sc[s];
-    EXPECT_NEAR(std::stod(me[2]), std::stod(mc[2]), 1e-3) << se[s] << " vs " << sc[s];
-  }
+  expect_the_cpus_losses(emu, cpu, 3);
 }
 
 // --debug-sync on the emulated CUDA backend: one line says that every op is waited for and CUDA
@@ -796,16 +802,7 @@ TEST(CliTrainGood, GemmTiledOnTheEmulatorLogsTheCpusLosses) {
   ASSERT_TRUE(emu.exited && emu.exit_code == 0);
   ASSERT_TRUE(cpu.exited && cpu.exit_code == 0) << cpu.describe();
   EXPECT_EQ(emu.err, "");
-  const std::vector<std::string> se = step_lines(emu), sc = step_lines(cpu);
-  ASSERT_EQ(se.size(), 2u);
-  ASSERT_EQ(sc.size(), 2u);
-  const std::regex loss_re(R"(step +\d+ \| loss (-?\d+\.\d{4}) \| .*)");
-  for (size_t s = 0; s < 2; ++s) {
-    std::smatch me, mc;
-    ASSERT_TRUE(std::regex_match(se[s], me, loss_re)) << se[s];
-    ASSERT_TRUE(std::regex_match(sc[s], mc, loss_re)) << sc[s];
-    EXPECT_NEAR(std::stod(me[1]), std::stod(mc[1]), 1e-3) << se[s] << " vs " << sc[s];
-  }
+  expect_the_cpus_losses(emu, cpu, 2);
   const CliResult bad = run_command(train_args({{"--gemm", "cublas"}}), dir.path());
   expect_user_error(bad, {"--gemm", "cublas"});
 }
