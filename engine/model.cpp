@@ -5,6 +5,9 @@
 //   pre-norm:   r1 = x + dropout1(SA(norm1(x)));      out = r1 + dropout2(FF(norm2(r1)))
 // with SA = out_proj(attention(in_proj(.))) and FF = linear2(dropout(act(linear1(.)))).
 // Pre-norm stacks end with encoder.norm. The backward walks the same lines in reverse.
+// Where a branch joins the residual stream next to a norm, one fused op does the dropout, the
+// add and the norm (and, backward, the norm, the adds of gradients that meet there and the
+// branch's dropout): kernels/backend.h, docs/kernels.md "Fusions".
 #include "engine/model.h"
 
 #include <algorithm>
@@ -177,24 +180,29 @@ void Model::layer_forward(int l, const DropoutContext& ctx) {
   backend_.linear_forward(a.qkv, sa_in, w.in_proj_weight, w.in_proj_bias);
   backend_.attention_forward(a.att, a.probs, a.qkv, attention_shape(), dropout(ctx, l, DropoutSite::AttentionWeights));
   backend_.linear_forward(branch, a.att, w.out_proj_weight, w.out_proj_bias);
-  backend_.dropout_forward(branch, branch, dropout(ctx, l, DropoutSite::AttentionOutput));
-  backend_.residual_forward(a.res1, x, branch);
 
-  // feed-forward block: the norm between the blocks, then FF on its output
+  // res1 = x + dropout(branch), then the norm between the blocks (norm1 post-norm, norm2 pre-norm)
+  const DropoutMask attention_out = dropout(ctx, l, DropoutSite::AttentionOutput);
   Tensor ff_residual;
   if (config_.norm_first) {
-    backend_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res1, w.norm2_weight, w.norm2_bias, eps);
+    backend_.dropout_residual_layernorm_forward(a.res1, a.ln2, a.ln2_mean, a.ln2_rstd, x, branch, w.norm2_weight,
+                                                w.norm2_bias, eps, attention_out);
     ff_residual = a.res1;
   } else {
-    backend_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, a.res1, w.norm1_weight, w.norm1_bias, eps);
+    backend_.dropout_residual_layernorm_forward(a.res1, a.ln1, a.ln1_mean, a.ln1_rstd, x, branch, w.norm1_weight,
+                                                w.norm1_bias, eps, attention_out);
     ff_residual = a.ln1;
   }
+
+  // feed-forward block on the norm's output, then res2 = ff_residual + dropout(branch) and,
+  // post-norm, norm2 (pre-norm: no norm here; the next block's comes first)
   ffn_hidden_forward(l, ctx);
   backend_.linear_forward(branch, a.h, w.linear2_weight, w.linear2_bias);
-  backend_.dropout_forward(branch, branch, dropout(ctx, l, DropoutSite::FfnOutput));
-  backend_.residual_forward(a.res2, ff_residual, branch);
-  if (!config_.norm_first)
-    backend_.layernorm_forward(a.ln2, a.ln2_mean, a.ln2_rstd, a.res2, w.norm2_weight, w.norm2_bias, eps);
+  const DropoutMask ffn_out = dropout(ctx, l, DropoutSite::FfnOutput);
+  const Tensor no_norm{nullptr, a.ln2.dtype, a.ln2.shape};
+  const Tensor norm_out = config_.norm_first ? no_norm : a.ln2;
+  backend_.dropout_residual_layernorm_forward(a.res2, norm_out, a.ln2_mean, a.ln2_rstd, ff_residual, branch,
+                                              w.norm2_weight, w.norm2_bias, eps, ffn_out);
 }
 
 void Model::ffn_hidden_forward(int l, const DropoutContext& ctx) {
@@ -206,7 +214,8 @@ void Model::ffn_hidden_forward(int l, const DropoutContext& ctx) {
 }
 
 void Model::backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_scale, int64_t mean_over,
-                     const DropoutContext& ctx, const std::function<void(int64_t)>& grads_ready) {
+                     const DropoutContext& ctx, ParamGrads grads,
+                     const std::function<void(int64_t)>& grads_ready) {
   auto ready_from = [&](const char* first_param) {
     if (grads_ready) grads_ready(layout_.find(first_param).offset);
   };
@@ -217,25 +226,27 @@ void Model::backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_
   }
   const BackendRange scope(backend_, "backward");  // with a "layer l" scope per layer, as forward
   Tensor d = d_residual_;  // (N,C) the gradient flowing down the residual stream
-  backend_.linear_backward(d, g_.lm_head_weight, g_.lm_head_bias, logits_, head_input(), p_.lm_head_weight);
+  backend_.linear_backward(d, g_.lm_head_weight, g_.lm_head_bias, logits_, head_input(), p_.lm_head_weight, grads,
+                           InputGrad::Write);
   if (config_.norm_first) {
     const Tensor last = layer_output(config_.n_layer - 1);
-    backend_.layernorm_backward(d, g_.norm_weight, g_.norm_bias, d, last, p_.norm_weight, final_mean_, final_rstd_);
+    backend_.layernorm_backward(d, g_.norm_weight, g_.norm_bias, d, last, p_.norm_weight, final_mean_, final_rstd_,
+                                grads);
   }
   ready_from(config_.norm_first ? "encoder.norm.weight" : "lm_head.weight");
   for (int l = config_.n_layer - 1; l >= 0; --l) {
     {
       const BackendRange layer(backend_, "layer " + std::to_string(l));
-      layer_backward(l, d, ctx);
+      layer_backward(l, d, ctx, grads);
     }
     ready_from(("encoder.layers." + std::to_string(l) + ".self_attn.in_proj_weight").c_str());
   }
-  backend_.embedding_backward(g_.embed, g_.pos_embed, d, tokens);
+  backend_.embedding_backward(g_.embed, g_.pos_embed, d, tokens, grads);
   ready_from("embed.weight");
 }
 
 // d (N,C): in, the gradient of the layer output; out, the gradient of the layer input.
-void Model::layer_backward(int l, Tensor d, const DropoutContext& ctx) {
+void Model::layer_backward(int l, Tensor d, const DropoutContext& ctx, ParamGrads grads) {
   // Recompute what forward did not keep: the same ops on the same inputs with the same
   // dropout masks, so the values (and the gradients below) are bit-identical to keeping them.
   if (recompute_ != Recompute::None) {
@@ -247,46 +258,61 @@ void Model::layer_backward(int l, Tensor d, const DropoutContext& ctx) {
   const LayerParams& g = g_.layers[l];
   const LayerActs& a = layers_[l];
   const Tensor x = layer_input(l);
+  const Tensor none{nullptr, d.dtype, d.shape};  // an optional tensor left out
   Tensor s1 = d_scratch1_, s2 = d_scratch2_, s3 = d_scratch3_;
+  const DropoutMask ffn_out = dropout(ctx, l, DropoutSite::FfnOutput);
+  const DropoutMask attention_out = dropout(ctx, l, DropoutSite::AttentionOutput);
+  const Tensor sa_in = config_.norm_first ? a.ln1 : x;
 
-  // feed-forward block: the gradient of the block output lands in d_res2
-  Tensor d_res2 = d;
   if (!config_.norm_first) {
-    backend_.layernorm_backward(s1, g.norm2_weight, g.norm2_bias, d, a.res2, w.norm2_weight, a.ln2_mean, a.ln2_rstd);
-    d_res2 = s1;
+    // post-norm. norm2, then the FFN branch's dropout: s1 = d res2, s2 = d branch
+    backend_.layernorm_residual_dropout_backward(s1, s2, g.norm2_weight, g.norm2_bias, d, none, none, a.res2,
+                                                 w.norm2_weight, a.ln2_mean, a.ln2_rstd, ffn_out, grads);
+    ffn_backward(l, s2, ctx, grads);  // s2 = d ff_in
+    // ff_in = x1 = norm1(res1) feeds the FFN and its residual: norm1's gradient is the sum
+    // d res2 + d ff_in. d = d res1, s3 = d branch (the attention block's, after its dropout)
+    backend_.layernorm_residual_dropout_backward(d, s3, g.norm1_weight, g.norm1_bias, s1, s2, none, a.res1,
+                                                 w.norm1_weight, a.ln1_mean, a.ln1_rstd, attention_out, grads);
+  } else {
+    // pre-norm. d = d res2 = d res1 + the FFN branch's: its dropout, the FFN (s2 = d ln2)
+    backend_.dropout_backward(s2, d, ffn_out);
+    ffn_backward(l, s2, ctx, grads);
+    // norm2, plus the residual around the FFN: s1 = d res1 = d + norm2'(s2); s3 = d branch
+    backend_.layernorm_residual_dropout_backward(s1, s3, g.norm2_weight, g.norm2_bias, s2, none, d, a.res1,
+                                                 w.norm2_weight, a.ln2_mean, a.ln2_rstd, attention_out, grads);
   }
-  backend_.dropout_backward(s2, d_res2, dropout(ctx, l, DropoutSite::FfnOutput));
-  backend_.linear_backward(d_h_, g.linear2_weight, g.linear2_bias, s2, a.h, w.linear2_weight);
+
+  // self-attention block, from s3 = d of its output projection's output
+  Tensor d_att = config_.norm_first ? s2 : s1;  // free here
+  backend_.linear_backward(d_att, g.out_proj_weight, g.out_proj_bias, s3, a.att, w.out_proj_weight, grads,
+                           InputGrad::Write);
+  backend_.attention_backward(d_qkv_, d_probs_, d_att, a.qkv, a.att, a.probs, attention_shape(),
+                              dropout(ctx, l, DropoutSite::AttentionWeights));
+  if (!config_.norm_first) {
+    // x feeds in_proj and the residual: d = d res1 (in d already) + in_proj's input gradient
+    backend_.linear_backward(d, g.in_proj_weight, g.in_proj_bias, d_qkv_, sa_in, w.in_proj_weight, grads,
+                             InputGrad::Add);
+  } else {
+    // s3 = d ln1; then norm1 plus the residual around the block: d = s1 + norm1'(s3)
+    backend_.linear_backward(s3, g.in_proj_weight, g.in_proj_bias, d_qkv_, sa_in, w.in_proj_weight, grads,
+                             InputGrad::Write);
+    backend_.layernorm_residual_dropout_backward(d, none, g.norm1_weight, g.norm1_bias, s3, none, s1, x,
+                                                 w.norm1_weight, a.ln1_mean, a.ln1_rstd, attention_out, grads);
+  }
+}
+
+// d_branch (N,C) in: the gradient of linear2's output; out: the gradient of the FFN's input.
+void Model::ffn_backward(int l, Tensor d_branch, const DropoutContext& ctx, ParamGrads grads) {
+  const LayerParams& w = p_.layers[l];
+  const LayerParams& g = g_.layers[l];
+  const LayerActs& a = layers_[l];
+  const Tensor ff_in = config_.norm_first ? a.ln2 : a.ln1;
+  backend_.linear_backward(d_h_, g.linear2_weight, g.linear2_bias, d_branch, a.h, w.linear2_weight, grads,
+                           InputGrad::Write);
   backend_.activation_dropout_backward(d_h_, d_h_, a.h_pre, config_.activation,
                                        dropout(ctx, l, DropoutSite::FfnHidden));
-  const Tensor ff_in = config_.norm_first ? a.ln2 : a.ln1;
-  backend_.linear_backward(s2, g.linear1_weight, g.linear1_bias, d_h_, ff_in, w.linear1_weight);  // s2 = d ff_in
-
-  // the residual around the FFN, then the norm between the two blocks: gradient of res1
-  Tensor d_res1;
-  if (config_.norm_first) {
-    backend_.layernorm_backward(s1, g.norm2_weight, g.norm2_bias, s2, a.res1, w.norm2_weight, a.ln2_mean, a.ln2_rstd);
-    backend_.residual_forward(d, d, s1);  // d_res1 = d_res2 + d via norm2
-    d_res1 = d;
-  } else {
-    backend_.residual_forward(s1, s1, s2);  // d_x1 = d_res2 + d ff_in
-    backend_.layernorm_backward(s2, g.norm1_weight, g.norm1_bias, s1, a.res1, w.norm1_weight, a.ln1_mean, a.ln1_rstd);
-    d_res1 = s2;
-  }
-
-  // self-attention block
-  backend_.dropout_backward(s1, d_res1, dropout(ctx, l, DropoutSite::AttentionOutput));
-  backend_.linear_backward(s3, g.out_proj_weight, g.out_proj_bias, s1, a.att, w.out_proj_weight);
-  backend_.attention_backward(d_qkv_, d_probs_, s3, a.qkv, a.att, a.probs, attention_shape(),
-                              dropout(ctx, l, DropoutSite::AttentionWeights));
-  const Tensor sa_in = config_.norm_first ? a.ln1 : x;
-  backend_.linear_backward(s1, g.in_proj_weight, g.in_proj_bias, d_qkv_, sa_in, w.in_proj_weight);  // s1 = d sa_in
-  if (config_.norm_first) {
-    backend_.layernorm_backward(s3, g.norm1_weight, g.norm1_bias, s1, x, w.norm1_weight, a.ln1_mean, a.ln1_rstd);
-    backend_.residual_forward(d, d_res1, s3);
-  } else {
-    backend_.residual_forward(d, d_res1, s1);
-  }
+  backend_.linear_backward(d_branch, g.linear1_weight, g.linear1_bias, d_h_, ff_in, w.linear1_weight, grads,
+                           InputGrad::Write);
 }
 
 }  // namespace tt

@@ -56,13 +56,15 @@ class Model {
   // targets (B,T) int32 -> losses (B,T) F32 per token: fused softmax + cross-entropy, whose
   // gradient is dloss_scale (1) F32 (the loss scale, read from backend memory) / mean_over
   // (the tokens of the whole batch: B*T, or K*B*T for K accumulated micro-batches); then the
-  // backward pass. Gradients ACCUMULATE into grads(). Needs the forward just before.
+  // backward pass. Gradients are written into grads() (ParamGrads::Write: the first
+  // micro-batch of a step) or added to them (Add: the others). Needs the forward just before.
   // grads_ready(first), when given, is called each time grads()[first, P) hold their last
   // contribution of this backward: the layout is in forward order and the backward runs in
   // reverse, so the finished part grows from the end (after the head, after each layer, and
   // with first 0 after the embedding). Data parallelism starts its bucket all-reduces there.
   void backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_scale, int64_t mean_over,
-                const DropoutContext& ctx, const std::function<void(int64_t first)>& grads_ready = nullptr);
+                const DropoutContext& ctx, ParamGrads grads,
+                const std::function<void(int64_t first)>& grads_ready = nullptr);
 
  private:
   // Saved activations of one encoder layer; "ln1"/"ln2" are the outputs of norm1/norm2.
@@ -82,7 +84,10 @@ class Model {
   Tensor head_input() const;         // (N,C) what lm_head reads
   void layer_forward(int l, const DropoutContext& ctx);
   void ffn_hidden_forward(int l, const DropoutContext& ctx);  // h_pre = linear1(ff_in); h = dropout(act(h_pre))
-  void layer_backward(int l, Tensor dout, const DropoutContext& ctx);  // dout (N,C) in, d(layer input) out
+  // dout (N,C) in, d(layer input) out
+  void layer_backward(int l, Tensor dout, const DropoutContext& ctx, ParamGrads grads);
+  // d_branch (N,C) in: the gradient of linear2's output; out: the gradient of ff_in
+  void ffn_backward(int l, Tensor d_branch, const DropoutContext& ctx, ParamGrads grads);
   DropoutMask dropout(const DropoutContext& ctx, int layer, DropoutSite site) const;
   AttentionShape attention_shape() const;
 

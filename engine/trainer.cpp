@@ -217,7 +217,6 @@ double Trainer::evaluate(const int32_t* x, const int32_t* y) {
 }
 
 void Trainer::forward_backward() {
-  backend_.fill_zero(model_.grads());
   const int64_t batch_tokens = static_cast<int64_t>(global_B_) * T_;
   // The sum over ranks of each rank's rows' gradients is the global batch's. Buckets of it are
   // sent as the last micro-batch's backward finishes them; the gradient check after it
@@ -232,7 +231,8 @@ void Trainer::forward_backward() {
     const Tensor x = micro_batch_rows("x", m);
     model_.forward(x, dropout_context(m));
     model_.backward(x, micro_batch_rows("y", m), micro_batch_rows("losses", m), scaler_.scale(), batch_tokens,
-                    dropout_context(m), m == grad_accum_ - 1 ? grads_ready : nullptr);
+                    dropout_context(m), m == 0 ? ParamGrads::Write : ParamGrads::Add,
+                    m == grad_accum_ - 1 ? grads_ready : nullptr);
   }
   if (buckets_) collective([&] { buckets_->finish(); });
 }
@@ -265,8 +265,8 @@ void Trainer::optimizer_step() {
     return;
   }
   backend_.grad_norm_check(model_.grads(), scaler_.state());
-  optimizer_.step(model_.params(), model_.grads(), batch_.get("step"), scaler_.state());
-  backend_.loss_scaler_update(scaler_.state(), scaler_.config(), batch_.get("step"));
+  optimizer_.step_and_update_scaler(model_.params(), model_.grads(), batch_.get("step"), scaler_.state(),
+                                    scaler_.config());
   model_.refresh_working_weights();
 }
 

@@ -29,6 +29,14 @@ namespace tt {
 
 enum class Activation { Relu, Gelu };
 
+// How a backward op writes the parameter gradients it produces: the first micro-batch of a
+// step writes them (Write: the step needs no memset of the gradients first), later
+// micro-batches add to them (Add), so accumulation keeps its exact sums.
+enum class ParamGrads { Write, Add };
+// How linear_backward writes the input gradient: Write, or Add when the input also feeds a
+// residual connection and its gradient is the sum of both paths (the GEMM adds it: beta = 1).
+enum class InputGrad { Write, Add };
+
 struct AttentionShape {
   int B, T, NH, HS;
   bool causal;
@@ -86,15 +94,16 @@ class Backend {
   // ---- embedding ----
   // tokens (B,T) int32, wte (V,C), wpe (maxT,C) or null data -> out (B,T,C)
   virtual void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) = 0;
-  // dout (B,T,C) -> dwte (V,C) +=, dwpe (maxT,C) += (skipped when null data)
-  virtual void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) = 0;
+  // dout (B,T,C) -> dwte (V,C), dwpe (maxT,C) (skipped when null data), written or added (grads)
+  virtual void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, ParamGrads grads) = 0;
 
   // ---- linear: out = inp @ weight^T + bias, weight in PyTorch's (out_features, in_features) ----
   // inp (N,I), weight (O,I), bias (O) or null data -> out (N,O)
   virtual void linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) = 0;
-  // dout (N,O) -> dinp (N,I) (skipped when null data), dweight (O,I) +=, dbias (O) +=
-  virtual void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                               Tensor weight) = 0;
+  // dout (N,O) -> dinp (N,I) = dout weight, written or added (input; skipped when null data);
+  // dweight (O,I) = dout^T inp, dbias (O) = column sums of dout, written or added (grads)
+  virtual void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                               ParamGrads grads, InputGrad input) = 0;
 
   // ---- multi-head attention core (between in_proj and out_proj) ----
   // qkv (B,T,3C) packed [q|k|v] -> out (B,T,C) heads merged; probs (B,NH,T,T) softmax weights
@@ -139,9 +148,46 @@ class Backend {
   // inp (N,C), weight (C), bias (C) -> out (N,C), mean (N), rstd (N)
   virtual void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
                                  float eps) = 0;
-  // dout (N,C) -> dinp (N,C), dweight (C) +=, dbias (C) +=
+  // dout (N,C) -> dinp (N,C), may alias dout; dweight (C), dbias (C) written or added (grads)
   virtual void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                                  Tensor weight, Tensor mean, Tensor rstd) = 0;
+                                  Tensor weight, Tensor mean, Tensor rstd, ParamGrads grads) = 0;
+
+  // ---- the residual stream around a LayerNorm, fused (docs/kernels.md, "Fusions") ----
+  // Each is one pass over memory on a backend that fuses it; the defaults run the ops above
+  // in turn, and a fused version must give what they give (the same roundings, in order).
+  //
+  // A branch joins the residual stream, then the stream is normalised (post-norm: x + SA(x),
+  // then norm1; pre-norm: the norm before the next block):
+  //   res_out = residual + dropout(branch);  ln_out, mean, rstd = layernorm(res_out)
+  // residual, branch (N,C) -> res_out (N,C), may alias branch, not residual; ln_out (N,C),
+  // mean (N), rstd (N), all skipped when ln_out has null data (pre-norm's second residual).
+  virtual void dropout_residual_layernorm_forward(Tensor res_out, Tensor ln_out, Tensor mean, Tensor rstd,
+                                                  Tensor residual, Tensor branch, Tensor weight, Tensor bias,
+                                                  float eps, const DropoutMask& dropout) {
+    dropout_forward(res_out, branch, dropout);
+    residual_forward(res_out, residual, res_out);
+    if (ln_out.data) layernorm_forward(ln_out, mean, rstd, res_out, weight, bias, eps);
+  }
+  // Its backward, with the gradients that meet at the norm folded in:
+  //   g = dout + dout2                      (dout2 optional: post-norm's norm input feeds two paths)
+  //   dinp = layernorm_backward(g) + dskip  (dskip optional: pre-norm's residual around the block)
+  //   dbranch = dropout_backward(dinp)      (optional: the gradient of the branch that joined)
+  // dout, dout2, dskip (N,C) -> dinp (N,C), may alias dout or dout2, not dskip; dbranch (N,C),
+  // aliasing none of them; dweight (C), dbias (C) written or added (grads). Optional tensors
+  // are skipped when their data is null.
+  virtual void layernorm_residual_dropout_backward(Tensor dinp, Tensor dbranch, Tensor dweight, Tensor dbias,
+                                                   Tensor dout, Tensor dout2, Tensor dskip, Tensor inp,
+                                                   Tensor weight, Tensor mean, Tensor rstd,
+                                                   const DropoutMask& branch_dropout, ParamGrads grads) {
+    Tensor g = dout;
+    if (dout2.data) {
+      residual_forward(dinp, dout, dout2);
+      g = dinp;
+    }
+    layernorm_backward(dinp, dweight, dbias, g, inp, weight, mean, rstd, grads);
+    if (dskip.data) residual_forward(dinp, dinp, dskip);
+    if (dbranch.data) dropout_backward(dbranch, dinp, branch_dropout);
+  }
 
   // ---- elementwise ----
   // inp (n) -> out (n)
@@ -202,6 +248,14 @@ class Backend {
   // After the optimizer: loss_scaler_update (kernels/common/loss_scaler.h) on s, with the
   // training step read from `step` (1) int32.
   virtual void loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) = 0;
+  // The two above as one op (one kernel on a backend that fuses them): the update, then the
+  // scaler's update with the step read from train_step.
+  virtual void adamw_step_and_scaler_update(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq,
+                                            Tensor step_count, Tensor train_step, const AdamWHyper& hyper,
+                                            const LossScalerState& s, const LossScalerConfig& scaler) {
+    adamw_step(params, grads, exp_avg, exp_avg_sq, step_count, train_step, hyper, s);
+    loss_scaler_update(s, scaler, train_step);
+  }
 };
 
 // A named scope of the step for as long as it lives: range_push now, range_pop at the end

@@ -48,9 +48,9 @@ void DebugSyncBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, 
           [&] { inner_->embedding_forward(out, tokens, wte, wpe); });
 }
 
-void DebugSyncBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) {
+void DebugSyncBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, ParamGrads grads) {
   checked("embedding_backward", {{"dwte", dwte}, {"dwpe", dwpe}, {"dout", dout}, {"tokens", tokens}},
-          [&] { inner_->embedding_backward(dwte, dwpe, dout, tokens); });
+          [&] { inner_->embedding_backward(dwte, dwpe, dout, tokens, grads); });
 }
 
 void DebugSyncBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) {
@@ -59,10 +59,10 @@ void DebugSyncBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Ten
 }
 
 void DebugSyncBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                                       Tensor weight) {
+                                       Tensor weight, ParamGrads grads, InputGrad input) {
   checked("linear_backward",
           {{"dinp", dinp}, {"dweight", dweight}, {"dbias", dbias}, {"dout", dout}, {"inp", inp}, {"weight", weight}},
-          [&] { inner_->linear_backward(dinp, dweight, dbias, dout, inp, weight); });
+          [&] { inner_->linear_backward(dinp, dweight, dbias, dout, inp, weight, grads, input); });
 }
 
 void DebugSyncBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
@@ -96,11 +96,36 @@ void DebugSyncBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, T
 }
 
 void DebugSyncBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                                          Tensor weight, Tensor mean, Tensor rstd) {
+                                          Tensor weight, Tensor mean, Tensor rstd, ParamGrads grads) {
   checked("layernorm_backward",
           {{"dinp", dinp}, {"dweight", dweight}, {"dbias", dbias}, {"dout", dout}, {"inp", inp}, {"weight", weight},
            {"mean", mean}, {"rstd", rstd}},
-          [&] { inner_->layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd); });
+          [&] { inner_->layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, grads); });
+}
+
+void DebugSyncBackend::dropout_residual_layernorm_forward(Tensor res_out, Tensor ln_out, Tensor mean, Tensor rstd,
+                                                          Tensor residual, Tensor branch, Tensor weight, Tensor bias,
+                                                          float eps, const DropoutMask& dropout) {
+  checked("dropout_residual_layernorm_forward",
+          {{"res_out", res_out}, {"ln_out", ln_out}, {"mean", mean}, {"rstd", rstd}, {"residual", residual},
+           {"branch", branch}, {"weight", weight}, {"bias", bias}},
+          [&] {
+            inner_->dropout_residual_layernorm_forward(res_out, ln_out, mean, rstd, residual, branch, weight, bias,
+                                                       eps, dropout);
+          });
+}
+
+void DebugSyncBackend::layernorm_residual_dropout_backward(Tensor dinp, Tensor dbranch, Tensor dweight, Tensor dbias,
+                                                           Tensor dout, Tensor dout2, Tensor dskip, Tensor inp,
+                                                           Tensor weight, Tensor mean, Tensor rstd,
+                                                           const DropoutMask& branch_dropout, ParamGrads grads) {
+  checked("layernorm_residual_dropout_backward",
+          {{"dinp", dinp}, {"dbranch", dbranch}, {"dweight", dweight}, {"dbias", dbias}, {"dout", dout},
+           {"dout2", dout2}, {"dskip", dskip}, {"inp", inp}, {"weight", weight}, {"mean", mean}, {"rstd", rstd}},
+          [&] {
+            inner_->layernorm_residual_dropout_backward(dinp, dbranch, dweight, dbias, dout, dout2, dskip, inp, weight,
+                                                        mean, rstd, branch_dropout, grads);
+          });
 }
 
 void DebugSyncBackend::activation_forward(Tensor out, Tensor inp, Activation act) {
@@ -163,6 +188,18 @@ void DebugSyncBackend::adamw_step(Tensor params, Tensor grads, Tensor exp_avg, T
 void DebugSyncBackend::loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) {
   checked("loss_scaler_update", {{"scale", s.scale}, {"found_inf", s.found_inf}, {"step", step}},
           [&] { inner_->loss_scaler_update(s, config, step); });
+}
+
+void DebugSyncBackend::adamw_step_and_scaler_update(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq,
+                                                    Tensor step_count, Tensor train_step, const AdamWHyper& hyper,
+                                                    const LossScalerState& s, const LossScalerConfig& scaler) {
+  checked("adamw_step_and_scaler_update",
+          {{"params", params}, {"grads", grads}, {"exp_avg", exp_avg}, {"exp_avg_sq", exp_avg_sq},
+           {"step_count", step_count}, {"train_step", train_step}, {"scale", s.scale}, {"found_inf", s.found_inf}},
+          [&] {
+            inner_->adamw_step_and_scaler_update(params, grads, exp_avg, exp_avg_sq, step_count, train_step, hyper, s,
+                                                 scaler);
+          });
 }
 
 }  // namespace tt

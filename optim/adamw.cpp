@@ -19,4 +19,10 @@ void AdamW::step(Tensor params, Tensor grads, Tensor train_step, const LossScale
                       train_step, hyper_, scaler);
 }
 
+void AdamW::step_and_update_scaler(Tensor params, Tensor grads, Tensor train_step, const LossScalerState& scaler,
+                                   const LossScalerConfig& config) {
+  backend_.adamw_step_and_scaler_update(params, grads, state_.get("exp_avg"), state_.get("exp_avg_sq"),
+                                        state_.get("step_count"), train_step, hyper_, scaler, config);
+}
+
 }  // namespace tt

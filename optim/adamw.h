@@ -26,6 +26,10 @@ class AdamW {
   // 0-based training step, which sets the lr of the schedule; clipping (hyper.grad_clip) uses
   // scaler.grad_norm_sq, so grad_norm_check must have run on these gradients.
   void step(Tensor params, Tensor grads, Tensor train_step, const LossScalerState& scaler);
+  // step, then the loss scaler's update (its config), as one backend op: what a single rank
+  // runs (ZeRO-1 gathers the parameters between the two, and calls them apart).
+  void step_and_update_scaler(Tensor params, Tensor grads, Tensor train_step, const LossScalerState& scaler,
+                              const LossScalerConfig& config);
   size_t bytes() const { return state_.bytes(); }
   AdamWState state() const {
     return AdamWState{state_.get("exp_avg"), state_.get("exp_avg_sq"), state_.get("step_count")};

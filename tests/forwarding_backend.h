@@ -36,14 +36,15 @@ class ForwardingBackend : public Backend {
   void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) override {
     inner_->embedding_forward(out, tokens, wte, wpe);
   }
-  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) override {
-    inner_->embedding_backward(dwte, dwpe, dout, tokens);
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, ParamGrads grads) override {
+    inner_->embedding_backward(dwte, dwpe, dout, tokens, grads);
   }
   void linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) override {
     inner_->linear_forward(out, inp, weight, bias);
   }
-  void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) override {
-    inner_->linear_backward(dinp, dweight, dbias, dout, inp, weight);
+  void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                       ParamGrads grads, InputGrad input) override {
+    inner_->linear_backward(dinp, dweight, dbias, dout, inp, weight, grads, input);
   }
   void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
                          const DropoutMask& dropout) override {
@@ -67,8 +68,19 @@ class ForwardingBackend : public Backend {
     inner_->layernorm_forward(out, mean, rstd, inp, weight, bias, eps);
   }
   void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                          Tensor mean, Tensor rstd) override {
-    inner_->layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd);
+                          Tensor mean, Tensor rstd, ParamGrads grads) override {
+    inner_->layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, grads);
+  }
+  void dropout_residual_layernorm_forward(Tensor res_out, Tensor ln_out, Tensor mean, Tensor rstd, Tensor residual,
+                                          Tensor branch, Tensor weight, Tensor bias, float eps,
+                                          const DropoutMask& d) override {
+    inner_->dropout_residual_layernorm_forward(res_out, ln_out, mean, rstd, residual, branch, weight, bias, eps, d);
+  }
+  void layernorm_residual_dropout_backward(Tensor dinp, Tensor dbranch, Tensor dweight, Tensor dbias, Tensor dout,
+                                           Tensor dout2, Tensor dskip, Tensor inp, Tensor weight, Tensor mean,
+                                           Tensor rstd, const DropoutMask& d, ParamGrads grads) override {
+    inner_->layernorm_residual_dropout_backward(dinp, dbranch, dweight, dbias, dout, dout2, dskip, inp, weight, mean,
+                                                rstd, d, grads);
   }
   void activation_forward(Tensor out, Tensor inp, Activation act) override { inner_->activation_forward(out, inp, act); }
   void activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) override {
@@ -95,6 +107,11 @@ class ForwardingBackend : public Backend {
   }
   void loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) override {
     inner_->loss_scaler_update(s, config, step);
+  }
+  void adamw_step_and_scaler_update(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
+                                    Tensor train_step, const AdamWHyper& hyper, const LossScalerState& s,
+                                    const LossScalerConfig& scaler) override {
+    inner_->adamw_step_and_scaler_update(params, grads, exp_avg, exp_avg_sq, step_count, train_step, hyper, s, scaler);
   }
 
  protected:

@@ -407,13 +407,13 @@ inline std::vector<float> model_first_grads(Backend& backend, const MemoryCase& 
     return Tensor{static_cast<char*>(whole.data) + static_cast<size_t>(m) * rows * T * dtype_size(whole.dtype),
                   whole.dtype, Shape{rows, T}};
   };
-  backend.fill_zero(model.grads());
-  for (int m = 0; m < K; ++m) {
+  for (int m = 0; m < K; ++m) {  // the first micro-batch writes the gradients, the others add
     const DropoutContext ctx{seed, static_cast<const uint32_t*>(arena.get("step").data),
                              full_batch_masks ? m * rows : 0};
     model.forward(rows_of("x", m), ctx);
     model.backward(rows_of("x", m), rows_of("y", m), rows_of("losses", m), arena.get("scale"),
-                   static_cast<int64_t>(B) * T, ctx);
+                   static_cast<int64_t>(B) * T, ctx,
+                   m == 0 ? ParamGrads::Write : ParamGrads::Add);
   }
   return read_floats(backend, model.grads());
 }

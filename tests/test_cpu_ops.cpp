@@ -211,7 +211,7 @@ TEST_F(CpuOps, EmbeddingBackwardMatchesFiniteDifferences) {
 
   std::vector<float> dwte(wte.size(), 0.0f), dwpe(wpe.size(), 0.0f);
   backend->embedding_backward(f32_view(dwte, {kEmbV, kEmbC}), f32_view(dwpe, {kEmbMaxT, kEmbC}),
-                              f32_view(R, {kEmbB, kEmbT, kEmbC}), i32_view(tokens, {kEmbB, kEmbT}));
+                              f32_view(R, {kEmbB, kEmbT, kEmbC}), i32_view(tokens, {kEmbB, kEmbT}), ParamGrads::Add);
 
   auto dwte_fd = central_diff(
       [&](const std::vector<double>& w) { return dot(embedding_ref(tokens, w, wpe_d, kEmbB, kEmbT, kEmbC), R_d); },
@@ -229,7 +229,7 @@ TEST_F(CpuOps, EmbeddingBackwardMatchesFiniteDifferences) {
   // without the positional table only dwte is written, and it is the same
   std::vector<float> dwte2(wte.size(), 0.0f);
   backend->embedding_backward(f32_view(dwte2, {kEmbV, kEmbC}), null_f32(), f32_view(R, {kEmbB, kEmbT, kEmbC}),
-                              i32_view(tokens, {kEmbB, kEmbT}));
+                              i32_view(tokens, {kEmbB, kEmbT}), ParamGrads::Add);
   expect_bitwise_equal("embedding bwd dwte without wpe", dwte2, dwte);
 }
 
@@ -242,7 +242,7 @@ TEST_F(CpuOps, EmbeddingBackwardAccumulatesParameterGradients) {
   std::vector<float> dwte(V * C, 0.0f), dwpe(maxT * C, 0.0f);
   auto run = [&] {
     backend->embedding_backward(f32_view(dwte, {V, C}), f32_view(dwpe, {maxT, C}), f32_view(R, {1, T, C}),
-                                i32_view(tokens, {1, T}));
+                                i32_view(tokens, {1, T}), ParamGrads::Add);
   };
   run();
   const std::vector<float> twice_wte = doubled(dwte), twice_wpe = doubled(dwpe);
@@ -257,7 +257,7 @@ TEST_F(CpuOps, EmbeddingBackwardAccumulatesParameterGradients) {
   std::vector<float> g(3 * kEmbC, 0.0f);
   auto run2 = [&] {
     backend->embedding_backward(f32_view(g, {3, kEmbC}), null_f32(), f32_view(R2, {kEmbB, kEmbT, kEmbC}),
-                                i32_view(rep, {kEmbB, kEmbT}));
+                                i32_view(rep, {kEmbB, kEmbT}), ParamGrads::Add);
   };
   run2();
   std::vector<double> twice = to_double(g);
@@ -295,7 +295,7 @@ TEST_F(CpuOps, LinearBackwardMatchesFiniteDifferences) {
 
   std::vector<float> dx = nan_filled(N * I), dw(O * I, 0.0f), db(O, 0.0f);
   backend->linear_backward(f32_view(dx, {N, I}), f32_view(dw, {O, I}), f32_view(db, {O}), f32_view(R, {N, O}),
-                           f32_view(x, {N, I}), f32_view(w, {O, I}));
+                           f32_view(x, {N, I}), f32_view(w, {O, I}), ParamGrads::Add, InputGrad::Write);
 
   auto loss = [&](const std::vector<double>& x_, const std::vector<double>& w_, const std::vector<double>& b_) {
     return dot(linear_ref(x_, w_, b_, N, I, O), R_d);
@@ -311,7 +311,7 @@ TEST_F(CpuOps, LinearBackwardMatchesFiniteDifferences) {
   // Without a bias and without an input gradient (both null): dweight is the same, bit for bit.
   std::vector<float> dw2(O * I, 0.0f);
   backend->linear_backward(null_f32(), f32_view(dw2, {O, I}), null_f32(), f32_view(R, {N, O}), f32_view(x, {N, I}),
-                           f32_view(w, {O, I}));
+                           f32_view(w, {O, I}), ParamGrads::Add, InputGrad::Write);
   expect_bitwise_equal("linear bwd dweight (no bias, no dinp)", dw2, dw);
 }
 
@@ -322,7 +322,7 @@ TEST_F(CpuOps, LinearBackwardLargerShapeMatchesDoubleFormulas) {
   std::vector<float> x = random_floats(N * I, 18), w = random_floats(O * I, 19), R = random_floats(N * O, 20);
   std::vector<float> dx = nan_filled(N * I), dw(O * I, 0.0f), db(O, 0.0f);
   backend->linear_backward(f32_view(dx, {N, I}), f32_view(dw, {O, I}), f32_view(db, {O}), f32_view(R, {N, O}),
-                           f32_view(x, {N, I}), f32_view(w, {O, I}));
+                           f32_view(x, {N, I}), f32_view(w, {O, I}), ParamGrads::Add, InputGrad::Write);
   std::vector<double> dx_ref(N * I, 0.0), dw_ref(O * I, 0.0), db_ref(O, 0.0);
   for (int n = 0; n < N; ++n)
     for (int o = 0; o < O; ++o) {
@@ -344,7 +344,7 @@ TEST_F(CpuOps, LinearBackwardAccumulatesParamsAndOverwritesInput) {
   std::vector<float> dx = nan_filled(N * I), dw(O * I, 0.0f), db(O, 0.0f);
   auto run = [&] {
     backend->linear_backward(f32_view(dx, {N, I}), f32_view(dw, {O, I}), f32_view(db, {O}), f32_view(R, {N, O}),
-                             f32_view(x, {N, I}), f32_view(w, {O, I}));
+                             f32_view(x, {N, I}), f32_view(w, {O, I}), ParamGrads::Add, InputGrad::Write);
   };
   run();
   const std::vector<float> dx_once = dx, dw_twice = doubled(dw), db_twice = doubled(db);
@@ -582,7 +582,7 @@ TEST_F(CpuOps, LayerNormBackwardMatchesFiniteDifferences) {
                              f32_view(in.w, {C}), f32_view(in.b, {C}), kLnEps);
   std::vector<float> dx = nan_filled(N * C), dw(C, 0.0f), db(C, 0.0f);
   backend->layernorm_backward(f32_view(dx, {N, C}), f32_view(dw, {C}), f32_view(db, {C}), f32_view(R, {N, C}),
-                              f32_view(in.x, {N, C}), f32_view(in.w, {C}), f32_view(mean, {N}), f32_view(rstd, {N}));
+                              f32_view(in.x, {N, C}), f32_view(in.w, {C}), f32_view(mean, {N}), f32_view(rstd, {N}), ParamGrads::Add);
 
   const std::vector<double> x_d = to_double(in.x), w_d = to_double(in.w), b_d = to_double(in.b), R_d = to_double(R);
   auto loss = [&](const std::vector<double>& x, const std::vector<double>& w, const std::vector<double>& b) {
@@ -600,7 +600,7 @@ TEST_F(CpuOps, LayerNormBackwardMatchesFiniteDifferences) {
   // dinp may alias dout: same bits as the separate buffer
   std::vector<float> alias = R, dw2(C, 0.0f), db2(C, 0.0f);
   backend->layernorm_backward(f32_view(alias, {N, C}), f32_view(dw2, {C}), f32_view(db2, {C}), f32_view(alias, {N, C}),
-                              f32_view(in.x, {N, C}), f32_view(in.w, {C}), f32_view(mean, {N}), f32_view(rstd, {N}));
+                              f32_view(in.x, {N, C}), f32_view(in.w, {C}), f32_view(mean, {N}), f32_view(rstd, {N}), ParamGrads::Add);
   expect_bitwise_equal("layernorm bwd dinp aliasing dout", alias, dx);
   expect_bitwise_equal("layernorm bwd dweight (aliased call)", dw2, dw);
   expect_bitwise_equal("layernorm bwd dbias (aliased call)", db2, db);
@@ -615,7 +615,7 @@ TEST_F(CpuOps, LayerNormBackwardAccumulatesParamsAndOverwritesInput) {
   std::vector<float> dx = nan_filled(N * C), dw(C, 0.0f), db(C, 0.0f);
   auto run = [&] {
     backend->layernorm_backward(f32_view(dx, {N, C}), f32_view(dw, {C}), f32_view(db, {C}), f32_view(R, {N, C}),
-                                f32_view(in.x, {N, C}), f32_view(in.w, {C}), f32_view(mean, {N}), f32_view(rstd, {N}));
+                                f32_view(in.x, {N, C}), f32_view(in.w, {C}), f32_view(mean, {N}), f32_view(rstd, {N}), ParamGrads::Add);
   };
   run();
   const std::vector<float> dx_once = dx, dw_twice = doubled(dw), db_twice = doubled(db);

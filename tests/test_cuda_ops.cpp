@@ -357,7 +357,7 @@ std::vector<CaseSpec> embedding_cases(DType act = DType::F32) {
                                               : c.absent("dwpe");
                        c.run = [=](Backend& be, const std::vector<Tensor>& v) {
                          be.embedding_forward(v[out], v[tokens], v[wte], v[wpe]);
-                         be.embedding_backward(v[dwte], v[dwpe], v[dout], v[tokens]);
+                         be.embedding_backward(v[dwte], v[dwpe], v[dout], v[tokens], ParamGrads::Add);
                        };
                        return c;
                      }});
@@ -423,8 +423,8 @@ std::vector<CaseSpec> linear_gemm_cases(DType act, GemmKernel gemm) {
                          be.linear_forward(v[out], v[x], v[w], v[b]);
                          // twice: parameter gradients accumulate, dinp is overwritten; the second
                          // call also reuses the cached GEMM plans
-                         be.linear_backward(v[dx], v[dw], v[db], v[dout], v[x], v[w]);
-                         be.linear_backward(v[dx], v[dw], v[db], v[dout], v[x], v[w]);
+                         be.linear_backward(v[dx], v[dw], v[db], v[dout], v[x], v[w], ParamGrads::Add, InputGrad::Write);
+                         be.linear_backward(v[dx], v[dw], v[db], v[dout], v[x], v[w], ParamGrads::Add, InputGrad::Write);
                        };
                        return c;
                      }});
@@ -524,7 +524,7 @@ std::vector<CaseSpec> layernorm_cases(DType act = DType::F32) {
                        const int db = c.grad("dbias", {p.C}, 46, reduction_tol(p.N + 1));
                        c.run = [=](Backend& be, const std::vector<Tensor>& v) {
                          be.layernorm_forward(v[out], v[mean], v[rstd], v[x], v[w], v[b], 1e-5f);
-                         be.layernorm_backward(v[dx], v[dw], v[db], v[dout], v[x], v[w], v[mean], v[rstd]);
+                         be.layernorm_backward(v[dx], v[dw], v[db], v[dout], v[x], v[w], v[mean], v[rstd], ParamGrads::Add);
                        };
                        return c;
                      }});
@@ -987,7 +987,7 @@ std::vector<CaseSpec> graph_cases() {
                  be.fill_zero(v[db]);
                  be.linear_forward(v[out], v[x], v[w], v[b]);
                  be.dropout_forward(v[out], v[out], mask);
-                 be.linear_backward(Tensor{nullptr, DType::F32, Shape{}}, v[dw], v[db], v[out], v[x], v[w]);
+                 be.linear_backward(Tensor{nullptr, DType::F32, Shape{}}, v[dw], v[db], v[out], v[x], v[w], ParamGrads::Add, InputGrad::Write);
                  be.adamw_step(v[w], v[dw], v[m], v[v2], v[count], v[step], hyper, scaler_at(v, scaler));
                };
                for (uint32_t s = 1; s <= static_cast<uint32_t>(kSteps); ++s) {

@@ -112,9 +112,9 @@ TEST_P(MixedPrecisionOps, EmbeddingBackwardParamGradsEqualFp32) {
   const std::vector<float> dwte0 = random_floats(V * C, 6), dwpe0 = random_floats(maxT * C, 7);
   std::vector<float> dwte32 = dwte0, dwpe32 = dwpe0, dwte16 = dwte0, dwpe16 = dwpe0;
   backend->embedding_backward(f32_view(dwte32, {V, C}), f32_view(dwpe32, {maxT, C}), f32_view(dout, {B, T, C}),
-                              i32_view(tokens, {B, T}));
+                              i32_view(tokens, {B, T}), ParamGrads::Add);
   backend->embedding_backward(f32_view(dwte16, {V, C}), f32_view(dwpe16, {maxT, C}), dout16.view({B, T, C}),
-                              i32_view(tokens, {B, T}));
+                              i32_view(tokens, {B, T}), ParamGrads::Add);
   expect_bitwise_equal(std::string(h().name) + " embedding bwd dwte", dwte16, dwte32);
   expect_bitwise_equal(std::string(h().name) + " embedding bwd dwpe", dwpe16, dwpe32);
 }
@@ -149,9 +149,9 @@ TEST_P(MixedPrecisionOps, LinearBackwardRoundsDinpAndParamGradsEqualFp32) {
     std::vector<float> dx32 = nan_filled(N * I), dw32 = dw0, db32 = db0, dw16 = dw0, db16 = db0;
     HalfBuffer dx16 = half_nan(dt(), N * I);
     backend->linear_backward(f32_view(dx32, {N, I}), f32_view(dw32, {O, I}), f32_view(db32, {O}),
-                             f32_view(dout, {N, O}), f32_view(x, {N, I}), f32_view(w, {O, I}));
+                             f32_view(dout, {N, O}), f32_view(x, {N, I}), f32_view(w, {O, I}), ParamGrads::Add, InputGrad::Write);
     backend->linear_backward(dx16.view({N, I}), f32_view(dw16, {O, I}), f32_view(db16, {O}), dout16.view({N, O}),
-                             x16.view({N, I}), w16.view({O, I}));
+                             x16.view({N, I}), w16.view({O, I}), ParamGrads::Add, InputGrad::Write);
     expect_stored_rounding("linear bwd dinp" + shape, dx16, dx32, h());
     expect_bitwise_equal(std::string(h().name) + " linear bwd dweight" + shape, dw16, dw32);
     expect_bitwise_equal(std::string(h().name) + " linear bwd dbias" + shape, db16, db32);
@@ -159,9 +159,9 @@ TEST_P(MixedPrecisionOps, LinearBackwardRoundsDinpAndParamGradsEqualFp32) {
     // no input gradient, no bias gradient (the embedding-facing and bias-free cases)
     std::vector<float> dw16b = dw0, dw32b = dw0;
     backend->linear_backward(null_f32(), f32_view(dw32b, {O, I}), null_f32(), f32_view(dout, {N, O}),
-                             f32_view(x, {N, I}), f32_view(w, {O, I}));
+                             f32_view(x, {N, I}), f32_view(w, {O, I}), ParamGrads::Add, InputGrad::Write);
     backend->linear_backward(null_f32(), f32_view(dw16b, {O, I}), null_f32(), dout16.view({N, O}), x16.view({N, I}),
-                             w16.view({O, I}));
+                             w16.view({O, I}), ParamGrads::Add, InputGrad::Write);
     expect_bitwise_equal(std::string(h().name) + " linear bwd dweight (no dinp, no bias)" + shape, dw16b, dw32b);
   }
 }
@@ -344,9 +344,9 @@ TEST_P(MixedPrecisionOps, LayerNormBackwardRoundsDinpParamGradsEqualFp32AndMayAl
   HalfBuffer dx16 = half_nan(dt(), N * C);
   backend->layernorm_backward(f32_view(dx32, {N, C}), f32_view(dw32, {C}), f32_view(db32, {C}),
                               f32_view(dout, {N, C}), f32_view(x, {N, C}), f32_view(w, {C}), f32_view(mean, {N}),
-                              f32_view(rstd, {N}));
+                              f32_view(rstd, {N}), ParamGrads::Add);
   backend->layernorm_backward(dx16.view({N, C}), f32_view(dw16, {C}), f32_view(db16, {C}), dout16.view({N, C}),
-                              x16.view({N, C}), w16.view({C}), f32_view(mean, {N}), f32_view(rstd, {N}));
+                              x16.view({N, C}), w16.view({C}), f32_view(mean, {N}), f32_view(rstd, {N}), ParamGrads::Add);
   expect_stored_rounding("layernorm bwd dinp", dx16, dx32, h());
   expect_bitwise_equal(std::string(h().name) + " layernorm bwd dweight", dw16, dw32);
   expect_bitwise_equal(std::string(h().name) + " layernorm bwd dbias", db16, db32);
@@ -355,7 +355,7 @@ TEST_P(MixedPrecisionOps, LayerNormBackwardRoundsDinpParamGradsEqualFp32AndMayAl
   HalfBuffer alias = dout16;
   std::vector<float> dw16a = dw0, db16a = db0;
   backend->layernorm_backward(alias.view({N, C}), f32_view(dw16a, {C}), f32_view(db16a, {C}), alias.view({N, C}),
-                              x16.view({N, C}), w16.view({C}), f32_view(mean, {N}), f32_view(rstd, {N}));
+                              x16.view({N, C}), w16.view({C}), f32_view(mean, {N}), f32_view(rstd, {N}), ParamGrads::Add);
   EXPECT_EQ(alias.bits, dx16.bits) << h().name << " layernorm bwd dinp aliasing dout";
   expect_bitwise_equal(std::string(h().name) + " layernorm bwd dweight (aliased call)", dw16a, dw32);
   expect_bitwise_equal(std::string(h().name) + " layernorm bwd dbias (aliased call)", db16a, db32);

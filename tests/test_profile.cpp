@@ -42,10 +42,17 @@ TEST(OpCost, FollowsTheDocumentedFormulas) {
   const OpCost fwd = linear_forward_cost(view({N, O}), view({N, I}), view({O, I}), view({O}));
   EXPECT_EQ(fwd.flops, 2.0 * N * I * O);
   EXPECT_EQ(fwd.bytes, 4.0 * (N * I + O * I + O + N * O));
-  const OpCost bwd = linear_backward_cost(view({N, I}), view({O, I}), view({O}), view({N, O}), view({N, I}), view({O, I}));
+  const OpCost bwd = linear_backward_cost(view({N, I}), view({O, I}), view({O}), view({N, O}), view({N, I}), view({O, I}),
+                                          ParamGrads::Add, InputGrad::Write);
   EXPECT_EQ(bwd.flops, 2 * fwd.flops);
   EXPECT_EQ(bwd.bytes, 4.0 * (N * O + N * I + 2 * O * I + 2 * O + O * I + N * I));
-  const OpCost no_dinp = linear_backward_cost(kNone, view({O, I}), kNone, view({N, O}), view({N, I}), view({O, I}));
+  // written parameter gradients are not read; an added input gradient is
+  const OpCost written = linear_backward_cost(view({N, I}), view({O, I}), view({O}), view({N, O}), view({N, I}),
+                                              view({O, I}), ParamGrads::Write, InputGrad::Add);
+  EXPECT_EQ(written.flops, bwd.flops);
+  EXPECT_EQ(written.bytes, 4.0 * (N * O + N * I + O * I + O + O * I + 2 * N * I));
+  const OpCost no_dinp = linear_backward_cost(kNone, view({O, I}), kNone, view({N, O}), view({N, I}), view({O, I}),
+                                              ParamGrads::Add, InputGrad::Write);
   EXPECT_EQ(no_dinp.flops, fwd.flops) << "without the input gradient only dweight's product is left";
   EXPECT_EQ(no_dinp.bytes, 4.0 * (N * O + N * I + 2 * O * I));
   // bf16 storage halves the activation bytes, not the FLOPs

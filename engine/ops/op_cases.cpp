@@ -183,6 +183,9 @@ DropoutMask mask_at(const CaseViews& v, int step, float p, DropoutSite site) {
   return DropoutMask{p, kDropoutSeed, static_cast<const uint32_t*>(v[step].data), 0, site};
 }
 
+// How a case's parameter gradients are written, for its shape column.
+std::string grads_label(ParamGrads grads) { return grads == ParamGrads::Write ? ", grads written" : ""; }
+
 // Collects the specs of one dtype.
 class Table {
  public:
@@ -219,15 +222,23 @@ void embedding_cases(Table& t, const Workload& w) {
     c.run = [=](Backend& be, const CaseViews& v) { be.embedding_forward(v[out], v[tokens], v[wte], v[wpe]); };
     c.cost = [=](const CaseViews& v) { return embedding_forward_cost(v[out], v[tokens], v[wte], v[wpe]); };
   });
-  t.add("embedding_backward", shape, [w, pos](CaseBuilder& b, OpCase& c) {
-    const int tokens = b.ids("tokens", {w.B, w.T}, w.V());
-    const int dout = b.input("dout", {w.B, w.T, w.C()});
-    // a dwte row sums the rows of up to N tokens onto its start value; a dwpe row those of B
-    const int dwte = b.grad("dwte", {w.V(), w.C()}, reduction_tol(w.N() + 1));
-    const int dwpe = pos ? b.grad("dwpe", {w.T, w.C()}, reduction_tol(w.B + 1)) : b.absent("dwpe");
-    c.run = [=](Backend& be, const CaseViews& v) { be.embedding_backward(v[dwte], v[dwpe], v[dout], v[tokens]); };
-    c.cost = [=](const CaseViews& v) { return embedding_backward_cost(v[dwte], v[dwpe], v[dout], v[tokens]); };
-  });
+  // Gradients added to their start values (a later micro-batch), and written over them (the
+  // first: the start values must not show).
+  for (ParamGrads grads : {ParamGrads::Add, ParamGrads::Write}) {
+    t.add("embedding_backward", shape + grads_label(grads), [w, pos, grads](CaseBuilder& b, OpCase& c) {
+      const int tokens = b.ids("tokens", {w.B, w.T}, w.V());
+      const int dout = b.input("dout", {w.B, w.T, w.C()});
+      // a dwte row sums the rows of up to N tokens onto its start value; a dwpe row those of B
+      const int dwte = b.grad("dwte", {w.V(), w.C()}, reduction_tol(w.N() + 1));
+      const int dwpe = pos ? b.grad("dwpe", {w.T, w.C()}, reduction_tol(w.B + 1)) : b.absent("dwpe");
+      c.run = [=](Backend& be, const CaseViews& v) {
+        be.embedding_backward(v[dwte], v[dwpe], v[dout], v[tokens], grads);
+      };
+      c.cost = [=](const CaseViews& v) {
+        return embedding_backward_cost(v[dwte], v[dwpe], v[dout], v[tokens], grads);
+      };
+    });
+  }
 }
 
 // ---- linear, the FFN's first layer: inp (N,C), weight (F,C), bias (F) -> out (N,F) ----
@@ -243,17 +254,29 @@ void linear_cases(Table& t, const Workload& w) {
     c.run = [=](Backend& be, const CaseViews& v) { be.linear_forward(v[out], v[x], v[weight], v[bias]); };
     c.cost = [=](const CaseViews& v) { return linear_forward_cost(v[out], v[x], v[weight], v[bias]); };
   });
-  t.add("linear_backward", shape, [=](CaseBuilder& b, OpCase& c) {
-    const int x = b.input("inp", {N, I});
-    const int weight = b.input("weight", {O, I});
-    const int dout = b.input("dout", {N, O});
-    const int dx = b.output("dinp", {N, I}, gemm_reduction_tol(O, act));  // O products
-    // N products onto the start value; the bias's column sums are an fp32 kernel, not a GEMM
-    const int dw = b.grad("dweight", {O, I}, gemm_reduction_tol(N + 1, act));
-    const int db = b.grad("dbias", {O}, reduction_tol(N + 1));
-    c.run = [=](Backend& be, const CaseViews& v) { be.linear_backward(v[dx], v[dw], v[db], v[dout], v[x], v[weight]); };
-    c.cost = [=](const CaseViews& v) { return linear_backward_cost(v[dx], v[dw], v[db], v[dout], v[x], v[weight]); };
-  });
+  // The parameter gradients added (a later micro-batch) with the input gradient written, and
+  // the parameter gradients written (the first) with the input gradient added to a residual's.
+  for (const auto& [grads, input] : {std::pair{ParamGrads::Add, InputGrad::Write},
+                                     std::pair{ParamGrads::Write, InputGrad::Add}}) {
+    const std::string modes = grads_label(grads) + (input == InputGrad::Add ? ", input added" : "");
+    t.add("linear_backward", shape + modes, [=](CaseBuilder& b, OpCase& c) {
+      const int x = b.input("inp", {N, I});
+      const int weight = b.input("weight", {O, I});
+      const int dout = b.input("dout", {N, O});
+      // O products (onto the start value when added)
+      const int dx = input == InputGrad::Add ? b.updated("dinp", {N, I}, gemm_reduction_tol(O + 1, act))
+                                             : b.output("dinp", {N, I}, gemm_reduction_tol(O, act));
+      // N products onto the start value; the bias's column sums are an fp32 kernel, not a GEMM
+      const int dw = b.grad("dweight", {O, I}, gemm_reduction_tol(N + 1, act));
+      const int db = b.grad("dbias", {O}, reduction_tol(N + 1));
+      c.run = [=](Backend& be, const CaseViews& v) {
+        be.linear_backward(v[dx], v[dw], v[db], v[dout], v[x], v[weight], grads, input);
+      };
+      c.cost = [=](const CaseViews& v) {
+        return linear_backward_cost(v[dx], v[dw], v[db], v[dout], v[x], v[weight], grads, input);
+      };
+    });
+  }
 }
 
 // ---- attention: qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T); backward dqkv ----
@@ -359,7 +382,8 @@ void layernorm_cases(Table& t, const Workload& w) {
       return layernorm_forward_cost(v[out], v[mean], v[rstd], v[x], v[weight], v[bias]);
     };
   });
-  t.add("layernorm_backward", shape, [=](CaseBuilder& b, OpCase& c) {
+  for (ParamGrads grads : {ParamGrads::Add, ParamGrads::Write}) {
+  t.add("layernorm_backward", shape + grads_label(grads), [=](CaseBuilder& b, OpCase& c) {
     const int x = b.input("inp", {N, C}, -2.0f, 3.0f);
     const int weight = b.input("weight", {C}, 0.5f, 1.5f);
     const int bias = b.input("bias", {C});
@@ -376,12 +400,87 @@ void layernorm_cases(Table& t, const Workload& w) {
       be.layernorm_forward(v[out], v[mean], v[rstd], v[x], v[weight], v[bias], eps);
     };
     c.run = [=](Backend& be, const CaseViews& v) {
-      be.layernorm_backward(v[dx], v[dw], v[db], v[dout], v[x], v[weight], v[mean], v[rstd]);
+      be.layernorm_backward(v[dx], v[dw], v[db], v[dout], v[x], v[weight], v[mean], v[rstd], grads);
     };
     c.cost = [=](const CaseViews& v) {
-      return layernorm_backward_cost(v[dx], v[dw], v[db], v[dout], v[x], v[weight], v[mean], v[rstd]);
+      return layernorm_backward_cost(v[dx], v[dw], v[db], v[dout], v[x], v[weight], v[mean], v[rstd], grads);
     };
   });
+  }
+}
+
+// ---- the residual stream around a norm, fused: dropout + residual add + LayerNorm, and back ----
+// Both arrangements: post-norm (the norm after the add; backward: two gradients meet at the
+// norm's input) and pre-norm (forward: the add alone, or the add and the next norm; backward:
+// the residual's gradient added after the norm's), each with the workload's dropout.
+void residual_norm_cases(Table& t, const Workload& w) {
+  const int N = w.N(), C = w.C();
+  const float p = w.model.dropout;
+  const float eps = w.model.layer_norm_eps;
+  const std::string nc = "N" + std::to_string(N) + " C" + std::to_string(C) + " p" + num(p);
+  for (bool norm : {true, false}) {
+    t.add("dropout_residual_layernorm_forward", nc + (norm ? "" : ", no norm"), [=](CaseBuilder& b, OpCase& c) {
+      const int step = b.scalar_i32("dropout step", 11, false);
+      const int residual = b.input("residual", {N, C}, -2.0f, 2.0f);
+      const int branch = b.input("branch", {N, C}, -2.0f, 2.0f);
+      const int weight = b.input("weight", {C}, 0.5f, 1.5f);
+      const int bias = b.input("bias", {C});
+      const int res_out = b.output("res_out", {N, C}, kElementwiseTol);  // a scaled add
+      // as layernorm_forward: C-term mean and variance, then one scale per element
+      const int out = norm ? b.output("ln_out", {N, C}, reduction_tol(2 * C)) : b.absent("ln_out");
+      const int mean = norm ? b.output_f32("mean", {N}, reduction_tol(C)) : b.absent("mean");
+      const int rstd = norm ? b.output_f32("rstd", {N}, reduction_tol(2 * C)) : b.absent("rstd");
+      c.run = [=](Backend& be, const CaseViews& v) {
+        be.dropout_residual_layernorm_forward(v[res_out], v[out], v[mean], v[rstd], v[residual], v[branch], v[weight],
+                                              v[bias], eps, mask_at(v, step, p, DropoutSite::AttentionOutput));
+      };
+      c.cost = [=](const CaseViews& v) {
+        return dropout_residual_layernorm_forward_cost(v[res_out], v[out], v[mean], v[rstd], v[residual], v[branch],
+                                                       v[weight], v[bias]);
+      };
+    });
+  }
+  // post-norm: g = dout + dout2, dbranch; pre-norm: dskip added after the norm, with and without dbranch
+  struct Arrangement {
+    const char* label;
+    bool dout2, dskip, dbranch;
+  };
+  for (const Arrangement& a : {Arrangement{"post-norm", true, false, true}, Arrangement{"pre-norm", false, true, true},
+                               Arrangement{"pre-norm, no branch", false, true, false}}) {
+    for (ParamGrads grads : {ParamGrads::Add, ParamGrads::Write}) {
+      t.add("layernorm_residual_dropout_backward", nc + " " + a.label + grads_label(grads),
+            [=](CaseBuilder& b, OpCase& c) {
+              const int step = b.scalar_i32("dropout step", 11, false);
+              const int x = b.input("inp", {N, C}, -2.0f, 3.0f);
+              const int weight = b.input("weight", {C}, 0.5f, 1.5f);
+              const int bias = b.input("bias", {C});
+              const int out = b.scratch("out", {N, C});
+              const int mean = b.scratch_f32("mean", {N});
+              const int rstd = b.scratch_f32("rstd", {N});
+              const int dout = b.input("dout", {N, C});
+              const int dout2 = a.dout2 ? b.input("dout2", {N, C}) : b.absent("dout2");
+              const int dskip = a.dskip ? b.input("dskip", {N, C}) : b.absent("dskip");
+              // as layernorm_backward, plus one add before (dout2) or after (dskip) the norm's
+              // 3C-term combination, and one scale (dbranch)
+              const int dx = b.output("dinp", {N, C}, reduction_tol(3 * C + 1));
+              const int dbranch = a.dbranch ? b.output("dbranch", {N, C}, reduction_tol(3 * C + 1)) : b.absent("dbranch");
+              const int dw = b.grad("dweight", {C}, reduction_tol(N + C + 2));
+              const int db = b.grad("dbias", {C}, reduction_tol(N + 2));
+              c.prepare = [=](Backend& be, const CaseViews& v) {  // the statistics the backward reads
+                be.layernorm_forward(v[out], v[mean], v[rstd], v[x], v[weight], v[bias], eps);
+              };
+              c.run = [=](Backend& be, const CaseViews& v) {
+                be.layernorm_residual_dropout_backward(v[dx], v[dbranch], v[dw], v[db], v[dout], v[dout2], v[dskip],
+                                                       v[x], v[weight], v[mean], v[rstd],
+                                                       mask_at(v, step, p, DropoutSite::AttentionOutput), grads);
+              };
+              c.cost = [=](const CaseViews& v) {
+                return layernorm_residual_dropout_backward_cost(v[dx], v[dbranch], v[dw], v[db], v[dout], v[dout2],
+                                                                v[dskip], v[x], v[weight], v[mean], v[rstd], grads);
+              };
+            });
+    }
+  }
 }
 
 // ---- activation on the FFN's hidden layer: inp (N,F) -> out (N,F); backward dinp ----
@@ -534,6 +633,35 @@ void optimizer_cases(Table& t, const Workload& w) {
       return adamw_step_cost(v[params], v[grads], v[m], v[v2], v[count], v[train_step], scaler_at(v, s));
     };
   });
+  // The update and the loss scaler's, one op: dynamic scaling at the step that completes the
+  // growth interval (the scale doubles after the update has read it).
+  t.add("adamw_step_and_scaler_update", shape + " dynamic, interval: growth", [=](CaseBuilder& b, OpCase& c) {
+    const int params = b.random_f32("params", {n}, -1.0f, 1.0f, kElementwiseTol);
+    const int grads = b.input_f32("grads", {n});
+    const int m = b.random_f32("exp_avg", {n}, -0.1f, 0.1f, kElementwiseTol);
+    const int v2 = b.random_f32("exp_avg_sq", {n}, 0.0f, 0.01f, kElementwiseTol);
+    const int count = b.scalar_i32("step_count", 5, true);
+    const int train_step = b.scalar_i32("train step", 5, false);
+    const CaseBuilder::Scaler s = b.unit_scaler();
+    LossScalerConfig config;
+    config.dynamic = true;
+    std::vector<CaseTensor>& tensors = b.tensors();
+    tensors[s.scale].values = {1024.0f};
+    tensors[s.scale].tol = 0.0;
+    tensors[s.growth_tracker].ids = {config.growth_interval - 1};
+    for (int compared : {s.growth_tracker, s.skipped_steps, s.first_skipped_step}) tensors[compared].tol = 0.0;
+    AdamWHyper hyper;
+    hyper.lr = 1e-2;
+    hyper.weight_decay = 0.1;
+    c.run = [=](Backend& be, const CaseViews& v) {
+      be.adamw_step_and_scaler_update(v[params], v[grads], v[m], v[v2], v[count], v[train_step], hyper,
+                                      scaler_at(v, s), config);
+    };
+    c.cost = [=](const CaseViews& v) {
+      return adamw_step_and_scaler_update_cost(v[params], v[grads], v[m], v[v2], v[count], v[train_step],
+                                               scaler_at(v, s));
+    };
+  });
 }
 
 // ---- the loss scaler's update after the optimizer (F32 and int32 state, every precision) ----
@@ -576,11 +704,12 @@ void fill_zero_cases(Table& t, const Workload& w) {
 std::vector<std::string> op_names() {
   return {"embedding_forward",  "embedding_backward",  "linear_forward",    "linear_backward",
           "attention_forward",  "attention_backward",  "kv_cache_append",   "attention_decode",
-          "layernorm_forward",  "layernorm_backward",  "activation_forward", "activation_backward",
+          "layernorm_forward",  "layernorm_backward",  "dropout_residual_layernorm_forward",
+          "layernorm_residual_dropout_backward", "activation_forward", "activation_backward",
           "activation_dropout_forward", "activation_dropout_backward",
           "dropout_forward",    "dropout_backward",    "residual_forward",  "cross_entropy_forward_backward",
           "cast",               "fill_zero",           "grad_norm_check",   "adamw_step",
-          "loss_scaler_update"};
+          "adamw_step_and_scaler_update", "loss_scaler_update"};
 }
 
 std::vector<OpCaseSpec> op_cases(DType dtype) {
@@ -591,6 +720,7 @@ std::vector<OpCaseSpec> op_cases(DType dtype) {
     attention_cases(table, w);
     decode_cases(table, w);
     layernorm_cases(table, w);
+    residual_norm_cases(table, w);
     activation_cases(table, w);
     elementwise_cases(table, w);
     cross_entropy_cases(table, w);

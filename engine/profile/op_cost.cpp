@@ -11,6 +11,11 @@ double bytes_of(const Tensor& t) { return t.data ? static_cast<double>(t.bytes()
 // A view accumulated into (+=): read, then written.
 double accumulated(const Tensor& t) { return 2 * bytes_of(t); }
 
+// A parameter gradient written (the first micro-batch) or added to (the others).
+double param_grad(const Tensor& t, ParamGrads grads) {
+  return grads == ParamGrads::Add ? accumulated(t) : bytes_of(t);
+}
+
 // The scalars of the loss scaler's state: 4 bytes each.
 double scaler_state_bytes(const LossScalerState& s) {
   return bytes_of(s.scale) + bytes_of(s.growth_tracker) + bytes_of(s.found_inf) + bytes_of(s.skipped_steps) +
@@ -32,11 +37,13 @@ OpCost embedding_forward_cost(Tensor out, Tensor tokens, Tensor wte, Tensor wpe)
   return {0, bytes_of(tokens) + N * row * dtype_size(wte.dtype) + wpe_rows + bytes_of(out)};
 }
 
-// dout (N,C) -> each token adds its row into dwte (and dwpe): rows read and written.
-OpCost embedding_backward_cost(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) {
+// dout (N,C) -> each token adds its row into dwte (and dwpe): rows read and written. Written
+// (ParamGrads::Write), the rows no token uses are written too (zeros).
+OpCost embedding_backward_cost(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, ParamGrads grads) {
   const double N = static_cast<double>(tokens.numel()), row = static_cast<double>(dwte.shape[1]);
   const double dwpe_rows = dwpe.data ? 2 * N * row * dtype_size(dwpe.dtype) : 0;
-  return {0, bytes_of(dout) + bytes_of(tokens) + 2 * N * row * dtype_size(dwte.dtype) + dwpe_rows};
+  const double zeroed = grads == ParamGrads::Write ? bytes_of(dwte) + bytes_of(dwpe) : 0;
+  return {0, bytes_of(dout) + bytes_of(tokens) + 2 * N * row * dtype_size(dwte.dtype) + dwpe_rows + zeroed};
 }
 
 // inp (N,I), weight (O,I), bias (O) -> out (N,O): N x O dot products of length I.
@@ -46,16 +53,18 @@ OpCost linear_forward_cost(Tensor out, Tensor inp, Tensor weight, Tensor bias) {
   return {2 * N * I * O, bytes_of(inp) + bytes_of(weight) + bytes_of(bias) + bytes_of(out)};
 }
 
-// dout (N,O): dweight (O,I) += dout^T inp, and dinp (N,I) = dout weight when asked for; each a
-// product the size of the forward's. dbias (O) += the column sums of dout (not a product).
-OpCost linear_backward_cost(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) {
+// dout (N,O): dweight (O,I) = dout^T inp, and dinp (N,I) = dout weight when asked for (added
+// to dinp: read too); each a product the size of the forward's. dbias (O) = the column sums
+// of dout (not a product). The parameter gradients are written or added (grads).
+OpCost linear_backward_cost(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                            ParamGrads grads, InputGrad input) {
   const double O = static_cast<double>(weight.shape[0]), I = static_cast<double>(weight.shape[1]);
   const double N = static_cast<double>(inp.numel()) / I;
   const bool input_gradient = dinp.data != nullptr;
   OpCost c;
   c.flops = 2 * N * I * O * (input_gradient ? 2 : 1);
-  c.bytes = bytes_of(dout) + bytes_of(inp) + accumulated(dweight) + accumulated(dbias);
-  if (input_gradient) c.bytes += bytes_of(weight) + bytes_of(dinp);
+  c.bytes = bytes_of(dout) + bytes_of(inp) + param_grad(dweight, grads) + param_grad(dbias, grads);
+  if (input_gradient) c.bytes += bytes_of(weight) + (input == InputGrad::Add ? accumulated(dinp) : bytes_of(dinp));
   return c;
 }
 
@@ -95,11 +104,30 @@ OpCost layernorm_forward_cost(Tensor out, Tensor mean, Tensor rstd, Tensor inp, 
   return {0, bytes_of(inp) + bytes_of(weight) + bytes_of(bias) + bytes_of(out) + bytes_of(mean) + bytes_of(rstd)};
 }
 
-// dout, inp (N,C), weight (C), mean, rstd (N) -> dinp (N,C); dweight, dbias (C) +=
+// dout, inp (N,C), weight (C), mean, rstd (N) -> dinp (N,C); dweight, dbias (C) written or added
 OpCost layernorm_backward_cost(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                               Tensor mean, Tensor rstd) {
+                               Tensor mean, Tensor rstd, ParamGrads grads) {
   return {0, bytes_of(dout) + bytes_of(inp) + bytes_of(weight) + bytes_of(mean) + bytes_of(rstd) + bytes_of(dinp) +
-                 accumulated(dweight) + accumulated(dbias)};
+                 param_grad(dweight, grads) + param_grad(dbias, grads)};
+}
+
+// residual, branch (N,C), weight, bias (C) -> res_out (N,C), and ln_out (N,C), mean, rstd (N)
+// when ln_out has data: each read or written once, res_out never read back (one pass).
+OpCost dropout_residual_layernorm_forward_cost(Tensor res_out, Tensor ln_out, Tensor mean, Tensor rstd,
+                                               Tensor residual, Tensor branch, Tensor weight, Tensor bias) {
+  double bytes = bytes_of(residual) + bytes_of(branch) + bytes_of(res_out);
+  if (ln_out.data) bytes += bytes_of(weight) + bytes_of(bias) + bytes_of(ln_out) + bytes_of(mean) + bytes_of(rstd);
+  return {0, bytes};
+}
+
+// dout, dout2, dskip, inp (N,C), weight (C), mean, rstd (N) read once -> dinp, dbranch (N,C)
+// written once; dweight, dbias (C) written or added.
+OpCost layernorm_residual_dropout_backward_cost(Tensor dinp, Tensor dbranch, Tensor dweight, Tensor dbias,
+                                                Tensor dout, Tensor dout2, Tensor dskip, Tensor inp, Tensor weight,
+                                                Tensor mean, Tensor rstd, ParamGrads grads) {
+  return {0, bytes_of(dout) + bytes_of(dout2) + bytes_of(dskip) + bytes_of(inp) + bytes_of(weight) + bytes_of(mean) +
+                 bytes_of(rstd) + bytes_of(dinp) + bytes_of(dbranch) + param_grad(dweight, grads) +
+                 param_grad(dbias, grads)};
 }
 
 OpCost elementwise_cost(std::initializer_list<Tensor> reads, Tensor write) {
@@ -136,6 +164,13 @@ OpCost adamw_step_cost(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_a
 // the scaler's scalars read and written, the step read
 OpCost loss_scaler_update_cost(const LossScalerState& s, Tensor step) {
   return {0, 2 * scaler_state_bytes(s) + bytes_of(step)};
+}
+
+OpCost adamw_step_and_scaler_update_cost(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq,
+                                         Tensor step_count, Tensor train_step, const LossScalerState& s) {
+  // The scaler's scalars are read by the update anyway; the update writes them once more.
+  const OpCost update = adamw_step_cost(params, grads, exp_avg, exp_avg_sq, step_count, train_step, s);
+  return {0, update.bytes + scaler_state_bytes(s)};
 }
 
 OpCost fill_zero_cost(Tensor t) { return {0, bytes_of(t)}; }

@@ -34,9 +34,10 @@ struct OpCost {
 
 // One function per Backend op, taking the op's arguments.
 OpCost embedding_forward_cost(Tensor out, Tensor tokens, Tensor wte, Tensor wpe);
-OpCost embedding_backward_cost(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens);
+OpCost embedding_backward_cost(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, ParamGrads grads);
 OpCost linear_forward_cost(Tensor out, Tensor inp, Tensor weight, Tensor bias);
-OpCost linear_backward_cost(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight);
+OpCost linear_backward_cost(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                            ParamGrads grads, InputGrad input);
 OpCost attention_forward_cost(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s);
 OpCost attention_backward_cost(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs,
                                const AttentionShape& s);
@@ -44,7 +45,12 @@ OpCost kv_cache_append_cost(Tensor qkv);
 OpCost attention_decode_cost(Tensor out, Tensor qkv, Tensor k_cache, Tensor v_cache, int pos, int NH);
 OpCost layernorm_forward_cost(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias);
 OpCost layernorm_backward_cost(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                               Tensor mean, Tensor rstd);
+                               Tensor mean, Tensor rstd, ParamGrads grads);
+OpCost dropout_residual_layernorm_forward_cost(Tensor res_out, Tensor ln_out, Tensor mean, Tensor rstd,
+                                               Tensor residual, Tensor branch, Tensor weight, Tensor bias);
+OpCost layernorm_residual_dropout_backward_cost(Tensor dinp, Tensor dbranch, Tensor dweight, Tensor dbias,
+                                                Tensor dout, Tensor dout2, Tensor dskip, Tensor inp, Tensor weight,
+                                                Tensor mean, Tensor rstd, ParamGrads grads);
 // activation_forward and activation_dropout_forward (read inp, write out), activation_backward
 // and activation_dropout_backward (read dout and inp, write dinp), residual_forward (read a and
 // b, write out) and cast (read src, write dst): reads and a write.
@@ -55,6 +61,9 @@ OpCost grad_norm_check_cost(Tensor grads, const LossScalerState& s);
 OpCost adamw_step_cost(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
                        Tensor train_step, const LossScalerState& s);
 OpCost loss_scaler_update_cost(const LossScalerState& s, Tensor step);
+// adamw_step_and_scaler_update: the two above in one pass
+OpCost adamw_step_and_scaler_update_cost(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq,
+                                         Tensor step_count, Tensor train_step, const LossScalerState& s);
 OpCost fill_zero_cost(Tensor t);
 
 }  // namespace tt

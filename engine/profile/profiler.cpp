@@ -83,9 +83,9 @@ void ProfilingBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, 
         [&] { inner_.embedding_forward(out, tokens, wte, wpe); });
 }
 
-void ProfilingBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) {
-  timed("embedding_backward", embedding_backward_cost(dwte, dwpe, dout, tokens),
-        [&] { inner_.embedding_backward(dwte, dwpe, dout, tokens); });
+void ProfilingBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, ParamGrads grads) {
+  timed("embedding_backward", embedding_backward_cost(dwte, dwpe, dout, tokens, grads),
+        [&] { inner_.embedding_backward(dwte, dwpe, dout, tokens, grads); });
 }
 
 void ProfilingBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) {
@@ -94,9 +94,9 @@ void ProfilingBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Ten
 }
 
 void ProfilingBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                                       Tensor weight) {
-  timed("linear_backward", linear_backward_cost(dinp, dweight, dbias, dout, inp, weight),
-        [&] { inner_.linear_backward(dinp, dweight, dbias, dout, inp, weight); });
+                                       Tensor weight, ParamGrads grads, InputGrad input) {
+  timed("linear_backward", linear_backward_cost(dinp, dweight, dbias, dout, inp, weight, grads, input),
+        [&] { inner_.linear_backward(dinp, dweight, dbias, dout, inp, weight, grads, input); });
 }
 
 void ProfilingBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
@@ -118,9 +118,32 @@ void ProfilingBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, T
 }
 
 void ProfilingBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                                          Tensor weight, Tensor mean, Tensor rstd) {
-  timed("layernorm_backward", layernorm_backward_cost(dinp, dweight, dbias, dout, inp, weight, mean, rstd),
-        [&] { inner_.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd); });
+                                          Tensor weight, Tensor mean, Tensor rstd, ParamGrads grads) {
+  timed("layernorm_backward", layernorm_backward_cost(dinp, dweight, dbias, dout, inp, weight, mean, rstd, grads),
+        [&] { inner_.layernorm_backward(dinp, dweight, dbias, dout, inp, weight, mean, rstd, grads); });
+}
+
+void ProfilingBackend::dropout_residual_layernorm_forward(Tensor res_out, Tensor ln_out, Tensor mean, Tensor rstd,
+                                                          Tensor residual, Tensor branch, Tensor weight, Tensor bias,
+                                                          float eps, const DropoutMask& dropout) {
+  timed("dropout_residual_layernorm_forward",
+        dropout_residual_layernorm_forward_cost(res_out, ln_out, mean, rstd, residual, branch, weight, bias), [&] {
+          inner_.dropout_residual_layernorm_forward(res_out, ln_out, mean, rstd, residual, branch, weight, bias, eps,
+                                                    dropout);
+        });
+}
+
+void ProfilingBackend::layernorm_residual_dropout_backward(Tensor dinp, Tensor dbranch, Tensor dweight, Tensor dbias,
+                                                           Tensor dout, Tensor dout2, Tensor dskip, Tensor inp,
+                                                           Tensor weight, Tensor mean, Tensor rstd,
+                                                           const DropoutMask& branch_dropout, ParamGrads grads) {
+  timed("layernorm_residual_dropout_backward",
+        layernorm_residual_dropout_backward_cost(dinp, dbranch, dweight, dbias, dout, dout2, dskip, inp, weight, mean,
+                                                 rstd, grads),
+        [&] {
+          inner_.layernorm_residual_dropout_backward(dinp, dbranch, dweight, dbias, dout, dout2, dskip, inp, weight,
+                                                     mean, rstd, branch_dropout, grads);
+        });
 }
 
 void ProfilingBackend::activation_forward(Tensor out, Tensor inp, Activation act) {
@@ -177,6 +200,16 @@ void ProfilingBackend::adamw_step(Tensor params, Tensor grads, Tensor exp_avg, T
 
 void ProfilingBackend::loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) {
   timed("loss_scaler_update", loss_scaler_update_cost(s, step), [&] { inner_.loss_scaler_update(s, config, step); });
+}
+
+void ProfilingBackend::adamw_step_and_scaler_update(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq,
+                                                    Tensor step_count, Tensor train_step, const AdamWHyper& hyper,
+                                                    const LossScalerState& s, const LossScalerConfig& scaler) {
+  timed("adamw_step_and_scaler_update",
+        adamw_step_and_scaler_update_cost(params, grads, exp_avg, exp_avg_sq, step_count, train_step, s), [&] {
+          inner_.adamw_step_and_scaler_update(params, grads, exp_avg, exp_avg_sq, step_count, train_step, hyper, s,
+                                              scaler);
+        });
 }
 
 }  // namespace tt

@@ -86,9 +86,10 @@ class ProfilingBackend final : public Backend {
   // ---- ops: timed and costed (profiler.cpp) ----
   void fill_zero(Tensor t) override;
   void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) override;
-  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) override;
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, ParamGrads grads) override;
   void linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) override;
-  void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) override;
+  void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                       ParamGrads grads, InputGrad input) override;
   void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
                          const DropoutMask& dropout) override;
   void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out, Tensor probs,
@@ -96,7 +97,13 @@ class ProfilingBackend final : public Backend {
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
                          float eps) override;
   void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                          Tensor mean, Tensor rstd) override;
+                          Tensor mean, Tensor rstd, ParamGrads grads) override;
+  void dropout_residual_layernorm_forward(Tensor res_out, Tensor ln_out, Tensor mean, Tensor rstd, Tensor residual,
+                                          Tensor branch, Tensor weight, Tensor bias, float eps,
+                                          const DropoutMask& dropout) override;
+  void layernorm_residual_dropout_backward(Tensor dinp, Tensor dbranch, Tensor dweight, Tensor dbias, Tensor dout,
+                                           Tensor dout2, Tensor dskip, Tensor inp, Tensor weight, Tensor mean,
+                                           Tensor rstd, const DropoutMask& branch_dropout, ParamGrads grads) override;
   void activation_forward(Tensor out, Tensor inp, Activation act) override;
   void activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) override;
   void dropout_forward(Tensor out, Tensor inp, const DropoutMask& dropout) override;
@@ -112,6 +119,9 @@ class ProfilingBackend final : public Backend {
   void adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
                   Tensor train_step, const AdamWHyper& hyper, const LossScalerState& s) override;
   void loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) override;
+  void adamw_step_and_scaler_update(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
+                                    Tensor train_step, const AdamWHyper& hyper, const LossScalerState& s,
+                                    const LossScalerConfig& scaler) override;
 
  private:
   // Runs `call` (the inner backend's op) between two clock marks and records it, when recording.

@@ -25,9 +25,10 @@ class CpuBackend : public Backend {
   void synchronize() override {}
 
   void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) override;
-  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) override;
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, ParamGrads grads) override;
   void linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) override;
-  void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) override;
+  void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                       ParamGrads grads, InputGrad input) override;
   void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
                          const DropoutMask& dropout) override;
   void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out, Tensor probs, const AttentionShape& s,
@@ -37,7 +38,7 @@ class CpuBackend : public Backend {
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
                          float eps) override;
   void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                          Tensor mean, Tensor rstd) override;
+                          Tensor mean, Tensor rstd, ParamGrads grads) override;
   void activation_forward(Tensor out, Tensor inp, Activation act) override;
   void activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) override;
   void dropout_forward(Tensor out, Tensor inp, const DropoutMask& dropout) override;

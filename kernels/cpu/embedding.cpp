@@ -1,4 +1,6 @@
 // Token and learned positional embedding, forward and backward (CPU).
+#include <algorithm>
+
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/storage.h"
 
@@ -22,18 +24,22 @@ void CpuBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor
   }
 }
 
-// dout (B,T,C) -> dwte (V,C) +=, dwpe (maxT,C) +=
+// dout (B,T,C) -> dwte (V,C), dwpe (maxT,C): written (zeroed, then summed into) or added
 // Several tokens may share an id, so rows are accumulated in a fixed (b,t) order per
 // channel block: threads split the channels, never the tokens, which keeps it deterministic.
 // Within a block, each token's row span is added at once (contiguous: vector adds), and every
 // element still receives its tokens' gradients in (b,t) order.
-void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) {
+void CpuBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, ParamGrads grads) {
   Fp32Scope fp32({&dout});  // bf16/fp16 storage: see storage.h
   const int B = tokens.shape[0], T = tokens.shape[1], C = dwte.shape[1];
   const int32_t* ids = tokens.i32();
   const float* d = dout.f32();
   float* dtable = dwte.f32();
   float* dpos = dwpe.data ? dwpe.f32() : nullptr;
+  if (grads == ParamGrads::Write) {
+    std::fill(dtable, dtable + dwte.numel(), 0.0f);
+    if (dpos) std::fill(dpos, dpos + dwpe.numel(), 0.0f);
+  }
   constexpr int kChannels = 64;
 #pragma omp parallel for
   for (int c0 = 0; c0 < C; c0 += kChannels) {

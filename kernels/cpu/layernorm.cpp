@@ -80,11 +80,11 @@ void CpuBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor 
   }
 }
 
-// dout (N,C) -> dinp (N,C) (may alias dout), dweight (C) +=, dbias (C) +=
+// dout (N,C) -> dinp (N,C) (may alias dout), dweight (C), dbias (C) written or added (grads)
 // With xhat = (x - mean) rstd and g = dout * weight:
 // dx = rstd (g - mean(g) - xhat mean(g xhat)).
 void CpuBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                                    Tensor mean, Tensor rstd) {
+                                    Tensor mean, Tensor rstd, ParamGrads grads) {
   Fp32Scope fp32({&dinp, &dout, &inp, &weight});  // bf16/fp16 storage: see storage.h
   const int N = inp.shape[0], C = inp.shape[1];
   const float* x = inp.f32();
@@ -111,9 +111,10 @@ void CpuBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, T
         sb[c] += dr[c];
       }
     }
+    const bool add = grads == ParamGrads::Add;
     for (int c = 0; c < width; ++c) {
-      dw[c0 + c] += sw[c];
-      db[c0 + c] += sb[c];
+      dw[c0 + c] = add ? dw[c0 + c] + sw[c] : sw[c];
+      db[c0 + c] = add ? db[c0 + c] + sb[c] : sb[c];
     }
   }
   // Then the input gradient, row by row (dinp may alias dout: each row is read before it is written).

@@ -2,6 +2,8 @@
 // forward and backward, on OpenBLAS sgemm (row-major).
 #include <cblas.h>
 
+#include <vector>
+
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/storage.h"
 
@@ -24,15 +26,27 @@ void CpuBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bi
   cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, I, 1.0f, inp.f32(), I, weight.f32(), I, beta, o, O);
 }
 
-// dout (N,O) -> dinp (N,I) = dout W (skipped when null), dweight (O,I) += dout^T inp,
-// dbias (O) += column sums of dout
-void CpuBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) {
+// dout (N,O) -> dinp (N,I) = dout W (skipped when null; InputGrad::Add: added to dinp),
+// dweight (O,I) = dout^T inp, dbias (O) = column sums of dout (written or added: grads)
+void CpuBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                                 ParamGrads grads, InputGrad input) {
+  if (input == InputGrad::Add && dinp.data) {
+    // The product in a buffer of dinp's storage type, then the residual add: the roundings of
+    // a linear_backward followed by residual_forward, one after the other.
+    std::vector<unsigned char> product_bytes(dinp.bytes());
+    const Tensor product{product_bytes.data(), dinp.dtype, dinp.shape};
+    linear_backward(product, dweight, dbias, dout, inp, weight, grads, InputGrad::Write);
+    residual_forward(dinp, dinp, product);
+    return;
+  }
   Fp32Scope fp32({&dinp, &dout, &inp, &weight});  // bf16/fp16 storage: see storage.h
   const int N = inp.shape[0], I = inp.shape[1], O = weight.shape[0];
   const float* d = dout.f32();
+  const bool add = grads == ParamGrads::Add;
   if (dinp.data)
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, I, O, 1.0f, d, O, weight.f32(), I, 0.0f, dinp.f32(), I);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, I, N, 1.0f, d, O, inp.f32(), I, 1.0f, dweight.f32(), I);
+  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, I, N, 1.0f, d, O, inp.f32(), I, add ? 1.0f : 0.0f,
+              dweight.f32(), I);
   if (dbias.data) {
     // Column sums, a block of columns per task, walking dout row by row: each row's span is
     // contiguous, so the adds vectorise across columns (a column at a time would stride O
@@ -47,7 +61,7 @@ void CpuBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tens
         const float* row = d + static_cast<int64_t>(n) * O + j0;
         for (int j = 0; j < width; ++j) sum[j] += row[j];
       }
-      for (int j = 0; j < width; ++j) db[j0 + j] += sum[j];
+      for (int j = 0; j < width; ++j) db[j0 + j] = add ? db[j0 + j] + sum[j] : sum[j];
     }
   }
 }

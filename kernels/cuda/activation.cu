@@ -74,3 +74,16 @@ void CudaBackend::activation_backward(Tensor dinp, Tensor dout, Tensor inp, Acti
 }
 
 }  // namespace tt
+
+namespace tt {
+
+void CudaBackend::activation_dropout_forward(Tensor out, Tensor inp, Activation act, const DropoutMask& dropout) {
+  Backend::activation_dropout_forward(out, inp, act, dropout);
+}
+
+void CudaBackend::activation_dropout_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act,
+                                              const DropoutMask& dropout) {
+  Backend::activation_dropout_backward(dinp, dout, inp, act, dropout);
+}
+
+}  // namespace tt

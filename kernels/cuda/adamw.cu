@@ -139,3 +139,13 @@ void CudaBackend::loss_scaler_update(const LossScalerState& s, const LossScalerC
 }
 
 }  // namespace tt
+
+namespace tt {
+
+void CudaBackend::adamw_step_and_scaler_update(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq,
+                                               Tensor step_count, Tensor train_step, const AdamWHyper& hyper,
+                                               const LossScalerState& s, const LossScalerConfig& scaler) {
+  Backend::adamw_step_and_scaler_update(params, grads, exp_avg, exp_avg_sq, step_count, train_step, hyper, s, scaler);
+}
+
+}  // namespace tt

@@ -42,9 +42,10 @@ class CudaBackend final : public Backend {
   std::unique_ptr<StreamClock> make_stream_clock() override;
 
   void embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tensor wpe) override;
-  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) override;
+  void embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, ParamGrads grads) override;
   void linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) override;
-  void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) override;
+  void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                       ParamGrads grads, InputGrad input) override;
   std::string use_library_attention(const AttentionShape& s, DType storage, float dropout_p) override;
   void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
                          const DropoutMask& dropout) override;
@@ -55,11 +56,20 @@ class CudaBackend final : public Backend {
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
                          float eps) override;
   void layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
-                          Tensor mean, Tensor rstd) override;
+                          Tensor mean, Tensor rstd, ParamGrads grads) override;
+  void dropout_residual_layernorm_forward(Tensor res_out, Tensor ln_out, Tensor mean, Tensor rstd, Tensor residual,
+                                          Tensor branch, Tensor weight, Tensor bias, float eps,
+                                          const DropoutMask& dropout) override;
+  void layernorm_residual_dropout_backward(Tensor dinp, Tensor dbranch, Tensor dweight, Tensor dbias, Tensor dout,
+                                           Tensor dout2, Tensor dskip, Tensor inp, Tensor weight, Tensor mean,
+                                           Tensor rstd, const DropoutMask& branch_dropout, ParamGrads grads) override;
   void activation_forward(Tensor out, Tensor inp, Activation act) override;
   void activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) override;
   void dropout_forward(Tensor out, Tensor inp, const DropoutMask& dropout) override;
   void dropout_backward(Tensor dinp, Tensor dout, const DropoutMask& dropout) override;
+  void activation_dropout_forward(Tensor out, Tensor inp, Activation act, const DropoutMask& dropout) override;
+  void activation_dropout_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act,
+                                   const DropoutMask& dropout) override;
   void residual_forward(Tensor out, Tensor a, Tensor b) override;
   void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
                                       Tensor dloss_scale, int64_t mean_over) override;
@@ -68,6 +78,9 @@ class CudaBackend final : public Backend {
   void adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
                   Tensor train_step, const AdamWHyper& hyper, const LossScalerState& s) override;
   void loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) override;
+  void adamw_step_and_scaler_update(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
+                                    Tensor train_step, const AdamWHyper& hyper, const LossScalerState& s,
+                                    const LossScalerConfig& scaler) override;
 
  private:
   // One cuBLASLt matmul, its descriptors and chosen algorithm, built once per distinct GEMM

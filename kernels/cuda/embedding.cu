@@ -117,8 +117,8 @@ void CudaBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tenso
   CUDA_CHECK(cudaGetLastError());
 }
 
-// dout (B,T,C) -> dwte (V,C) +=, dwpe (maxT,C) += (skipped when null data)
-void CudaBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens) {
+// dout (B,T,C) -> dwte (V,C), dwpe (maxT,C) (skipped when null data): written or added (grads)
+void CudaBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, ParamGrads grads) {
   const int B = static_cast<int>(tokens.shape[0]), T = static_cast<int>(tokens.shape[1]);
   const int C = static_cast<int>(dwte.shape[1]);
   const int64_t N = static_cast<int64_t>(B) * T;
@@ -126,6 +126,10 @@ void CudaBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tens
   float* dtable = dwte.f32();  // parameter gradients: F32 whatever the activations' storage
   float* dpos = dwpe.data ? dwpe.f32() : nullptr;
   if (C <= 0) return;
+  if (grads == ParamGrads::Write) {  // the kernels below add: start from zero
+    fill_zero(dwte);
+    if (dpos) fill_zero(dwpe);
+  }
   // Small blocks spread the C channel threads over as many SMs as possible.
   const int threads = 64;
   dispatch_storage(dtype, [&](auto storage) {

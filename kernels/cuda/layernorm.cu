@@ -102,12 +102,13 @@ __global__ void __launch_bounds__(kColumnsPerBlock* kRowLanes)
   }
 }
 
-// partial_dw (chunks,C), partial_db (chunks,C) -> dweight (C) +=, dbias (C) +=
+// partial_dw (chunks,C), partial_db (chunks,C) -> dweight (C), dbias (C) written or added
 // Decomposition: one thread per column, adding the chunks' partials in chunk order (coalesced
 // across the threads of a warp).
 __global__ void layernorm_param_reduce_kernel(float* __restrict__ dweight, float* __restrict__ dbias,
                                               const float* __restrict__ partial_dw,
-                                              const float* __restrict__ partial_db, int chunks, int C) {
+                                              const float* __restrict__ partial_db, int chunks, int C,
+                                              bool accumulate) {
   const int c = blockIdx.x * blockDim.x + threadIdx.x;
   if (c >= C) return;
   float tw = 0.0f, tb = 0.0f;
@@ -115,8 +116,8 @@ __global__ void layernorm_param_reduce_kernel(float* __restrict__ dweight, float
     tw += partial_dw[static_cast<int64_t>(y) * C + c];
     tb += partial_db[static_cast<int64_t>(y) * C + c];
   }
-  dweight[c] += tw;
-  dbias[c] += tb;
+  dweight[c] = accumulate ? dweight[c] + tw : tw;
+  dbias[c] = accumulate ? dbias[c] + tb : tb;
 }
 
 // dout (N,C), inp (N,C), weight (C), mean (N), rstd (N) -> dinp (N,C), which may alias dout.
@@ -169,10 +170,10 @@ void CudaBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor
   CUDA_CHECK(cudaGetLastError());
 }
 
-// dout (N,C) -> dinp (N,C) (may alias dout), dweight (C) +=, dbias (C) +=
+// dout (N,C) -> dinp (N,C) (may alias dout), dweight (C), dbias (C) written or added (grads)
 // The parameter gradients are reduced first: they read dout, which dinp may overwrite.
 void CudaBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
-                                     Tensor weight, Tensor mean, Tensor rstd) {
+                                     Tensor weight, Tensor mean, Tensor rstd, ParamGrads grads) {
   const int N = static_cast<int>(inp.shape[0]), C = static_cast<int>(inp.shape[1]);
   const DType dtype = shared_storage_dtype("layernorm_backward", {dinp, dout, inp, weight});
   float* dw = dweight.f32();  // parameter gradients and statistics: F32
@@ -204,13 +205,33 @@ void CudaBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, 
                                                                     static_cast<int>(rows_per_chunk));
     CUDA_CHECK(cudaGetLastError());
     layernorm_param_reduce_kernel<<<(C + kReduceThreads - 1) / kReduceThreads, kReduceThreads, 0, stream_>>>(
-        dw, db, partial_dw, partial_db, chunks, C);
+        dw, db, partial_dw, partial_db, chunks, C, grads == ParamGrads::Add);
     CUDA_CHECK(cudaGetLastError());
 
     layernorm_dinp_kernel<S><<<row_blocks(N), kRowThreads, 0, stream_>>>(dinp.as<S>(), dout.as<S>(), inp.as<S>(),
                                                                         weight.as<S>(), mu, rs, N, C);
     CUDA_CHECK(cudaGetLastError());
   });
+}
+
+}  // namespace tt
+
+namespace tt {
+
+// res_out = residual + dropout(branch); ln_out, mean, rstd = layernorm(res_out) (kernels/backend.h)
+void CudaBackend::dropout_residual_layernorm_forward(Tensor res_out, Tensor ln_out, Tensor mean, Tensor rstd,
+                                                     Tensor residual, Tensor branch, Tensor weight, Tensor bias,
+                                                     float eps, const DropoutMask& dropout) {
+  Backend::dropout_residual_layernorm_forward(res_out, ln_out, mean, rstd, residual, branch, weight, bias, eps, dropout);
+}
+
+// dinp = layernorm_backward(dout + dout2) + dskip; dbranch = dropout_backward(dinp) (kernels/backend.h)
+void CudaBackend::layernorm_residual_dropout_backward(Tensor dinp, Tensor dbranch, Tensor dweight, Tensor dbias,
+                                                      Tensor dout, Tensor dout2, Tensor dskip, Tensor inp,
+                                                      Tensor weight, Tensor mean, Tensor rstd,
+                                                      const DropoutMask& branch_dropout, ParamGrads grads) {
+  Backend::layernorm_residual_dropout_backward(dinp, dbranch, dweight, dbias, dout, dout2, dskip, inp, weight, mean,
+                                               rstd, branch_dropout, grads);
 }
 
 }  // namespace tt

@@ -332,20 +332,24 @@ void CudaBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor b
   matmul(O, N, I, /*transa=*/true, /*transb=*/false, weight.data, inp.data, type, out.data, type, nullptr, 1.0f);
 }
 
-// dout (N,O) -> dinp (N,I) = dout W (skipped when null), dweight (O,I) += dout^T inp,
-// dbias (O) += column sums of dout
-void CudaBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight) {
+// dout (N,O) -> dinp (N,I) = dout W (skipped when null; InputGrad::Add: added to dinp),
+// dweight (O,I) = dout^T inp, dbias (O) = column sums of dout (written or added: grads)
+void CudaBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
+                                  ParamGrads grads, InputGrad input) {
   const int N = static_cast<int>(inp.shape[0]), I = static_cast<int>(inp.shape[1]);
   const int O = static_cast<int>(weight.shape[0]);
   const DType dtype = shared_storage_dtype("linear_backward", {dinp, dout, inp, weight});
   const DType type = dtype;
   float* dw = dweight.f32();  // parameter gradients: F32 whatever the activations' storage
   float* db = dbias.data ? dbias.f32() : nullptr;
-  // dinp^T (I,N) = W^T (I,O) dout^T (O,N), overwritten
-  if (dinp.data) matmul(I, N, O, false, false, weight.data, dout.data, type, dinp.data, type, nullptr, 0.0f);
-  // dW^T (I,O) += inp^T (I,N) op_T(dout^T (O,N)), accumulated in place: 16-bit (or fp32)
-  // inputs, fp32 accumulation into the fp32 gradient
-  matmul(I, O, N, false, true, inp.data, dout.data, type, dw, DType::F32, nullptr, 1.0f);
+  const bool add = grads == ParamGrads::Add;
+  // dinp^T (I,N) = W^T (I,O) dout^T (O,N), overwritten, or added in the GEMM (beta = 1)
+  if (dinp.data)
+    matmul(I, N, O, false, false, weight.data, dout.data, type, dinp.data, type, nullptr,
+           input == InputGrad::Add ? 1.0f : 0.0f);
+  // dW^T (I,O) = inp^T (I,N) op_T(dout^T (O,N)), written or accumulated in place: 16-bit (or
+  // fp32) inputs, fp32 accumulation into the fp32 gradient
+  matmul(I, O, N, false, true, inp.data, dout.data, type, dw, DType::F32, nullptr, add ? 1.0f : 0.0f);
 
   if (db) {
     // Column sums of dout in two deterministic passes: partial sums over chunks of rows into
@@ -361,11 +365,11 @@ void CudaBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Ten
       using S = decltype(storage);
       const S* d = dout.as<S>();
       if (chunks <= 1 || max_chunks < 1) {
-        launch_column_sums(db, d, N, O, N, /*accumulate=*/true, stream_);  // one pass, straight into dbias
+        launch_column_sums(db, d, N, O, N, add, stream_);  // one pass, straight into dbias
       } else {
         launch_column_sums(reduce_scratch_, d, N, O, static_cast<int>(rows_per_chunk), false, stream_);
         launch_column_sums(db, static_cast<const float*>(reduce_scratch_), static_cast<int>(chunks), O,
-                           static_cast<int>(chunks), true, stream_);
+                           static_cast<int>(chunks), add, stream_);
       }
     });
   }
