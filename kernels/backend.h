@@ -53,6 +53,19 @@ struct LossScalerState {
   Tensor grad_norm_sq;        // F32 [1]: sum of the squared (scaled) gradients
 };
 
+// What one captured graph holds, node by node, by kind (a CUDA graph: kernels, memsets and
+// copies; tinytrain profile and the trainer's done: line print it).
+struct GraphNodeCount {
+  int gemm = 0;         // matrix products: cuBLASLt's kernels, the tiled GEMM
+  int attention = 0;    // the attention core's kernels (ours or cuDNN's)
+  int elementwise = 0;  // one pass over elements or rows: embedding, dropout, residual, LayerNorm, activation, cast
+  int reduction = 0;    // sums over rows or tokens: bias and LayerNorm parameter gradients, cross-entropy, embedding backward
+  int optimizer = 0;    // the gradient check, AdamW, the loss scaler
+  int memset_copy = 0;  // memsets and copies
+  int other = 0;        // a kernel no kind above names (a library's helper)
+  int total() const { return gemm + attention + elementwise + reduction + optimizer + memset_copy + other; }
+};
+
 class Backend {
  public:
   virtual ~Backend() = default;
@@ -77,6 +90,8 @@ class Backend {
   virtual void begin_capture() {}
   virtual void end_capture() {}
   virtual void replay_graph() {}
+  // The nodes of the graph the last end_capture recorded (all zero without graphs).
+  virtual GraphNodeCount captured_graph_nodes() const { return {}; }
 
   // ---- observability: named scopes and op timing (`tinytrain profile`, engine/profile/profiler.h) ----
   // range_push/range_pop bracket a named part of the step ("forward", "layer 0", "optimizer"),
