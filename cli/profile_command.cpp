@@ -28,6 +28,9 @@ class ProfileCommand final : public Command {
     gpu_.add_to(cmd);
     cmd.add_option("--trace", trace_path_,
                    "write a Chrome trace of the counted steps to FILE.json (ui.perfetto.dev, chrome://tracing)");
+    cmd.add_option("--estimate", estimate_,
+                   "model the step on this GPU (h200): each op's FLOPs, bytes and CUDA graph nodes against the "
+                   "datasheet's peaks and a node latency; a model, not a measurement (needs --backend cuda or cuda-emu)");
   }
 
   int run() override {
@@ -43,6 +46,7 @@ class ProfileCommand final : public Command {
     profile.trace_path = trace_path_;
     profile.backend = flags_.backend;
     profile.tf32 = gpu_.gpu.tf32;
+    profile.estimate_device = estimate_;
     check_profile_options(profile);
     auto backend = select_backend(flags_.backend, gpu_.options(), std::cout);
     gpu_.note_attention(*backend, std::cout);
@@ -55,6 +59,7 @@ class ProfileCommand final : public Command {
   int threads_ = 0;
   GpuFlags gpu_;
   std::string trace_path_;
+  std::string estimate_;
 };
 
 }  // namespace

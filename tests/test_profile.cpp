@@ -20,6 +20,7 @@
 #include "engine/flops.h"
 #include "engine/profile/op_cost.h"
 #include "engine/profile/peaks.h"
+#include "engine/profile/step_estimate.h"
 #include "tests/cli_test_util.h"
 
 namespace tt::test {
@@ -308,6 +309,44 @@ TEST(Profile, BadFlagsAreOneLineErrors) {
   // train's flags that mean nothing in one process without a log are not taken
   for (const std::string flag : {"--log-every", "--zero", "--bucket-mb"})
     expect_user_error(run_command(run.args({flag, "1"}), dir.path()), {flag});
+  // the estimate: a device the model knows, on a backend whose graphs can be counted
+  expect_user_error(run_command(run.args({"--estimate", "h300"}), dir.path()), {"--estimate", "h300", "h200"});
+  expect_user_error(run_command(run.args({"--estimate", "h200"}), dir.path()), {"--estimate", "cuda-emu", "cpu"});
+}
+
+// The model's arithmetic on a made-up step: per call max(FLOPs / peak, bytes / bandwidth) +
+// nodes x latency, GEMMs at the GEMM precision's peak and other FLOPs at fp32's.
+TEST(StepEstimate, IsTheRooflineBoundPlusTheNodeLatencyPerCall) {
+  const DeviceModel h200 = *find_device_model("h200");
+  StepProfile step;
+  // a GEMM bound by math in bf16 (2e9 / 989.4e12 s > 1e6 / 4.8e12 s), two calls
+  step.ops.push_back({"linear_forward", -1, 0, 0, OpCost{2e9, 1e6}, 1});
+  step.ops.push_back({"linear_forward", -1, 0, 0, OpCost{2e9, 1e6}, 1});
+  // attention's FLOPs at the fp32 peak, bound by memory here
+  step.ops.push_back({"attention_forward", -1, 0, 0, OpCost{1e6, 4.8e6}, 1});
+  // an elementwise op of two nodes
+  step.ops.push_back({"dropout_residual_layernorm_forward", -1, 0, 0, OpCost{0, 9.6e6}, 2});
+  const StepEstimate e = estimate_step(step, h200, "bf16");
+  ASSERT_EQ(e.ops.size(), 3u);
+  const double gemm_us = 2e9 / 989.4e12 * 1e6 + 1.5;
+  EXPECT_EQ(e.ops[0].op, "linear_forward");
+  EXPECT_EQ(e.ops[0].calls, 2);
+  EXPECT_DOUBLE_EQ(e.ops[0].modelled_us, 2 * gemm_us);
+  EXPECT_DOUBLE_EQ(e.ops[1].modelled_us, std::max(1e6 / 66.9e12, 4.8e6 / 4.8e12) * 1e6 + 1.5);
+  EXPECT_DOUBLE_EQ(e.ops[2].modelled_us, 9.6e6 / 4.8e12 * 1e6 + 2 * 1.5);
+  EXPECT_EQ(e.total.nodes, 5);
+  EXPECT_DOUBLE_EQ(e.total.modelled_us, e.ops[0].modelled_us + e.ops[1].modelled_us + e.ops[2].modelled_us);
+  // fp32 GEMMs at the CUDA cores' peak: the same GEMM is 989.4 / 66.9 times slower in math
+  EXPECT_DOUBLE_EQ(estimate_step(step, h200, "fp32").ops[0].math_us, 2 * 2e9 / 66.9e12 * 1e6);
+  // an op recorded without a node count cannot be modelled
+  step.ops.push_back({"cast", -1, 0, 0, OpCost{0, 1}, -1});
+  EXPECT_THROW(estimate_step(step, h200, "bf16"), std::logic_error);
+  // the printed table says it is a model, with its inputs, and no measurement off a GPU
+  std::ostringstream out;
+  print_step_estimate(e, nullptr, out);
+  EXPECT_TRUE(contains(out.str(), "a MODEL of one step on an NVIDIA H200 SXM, not a measurement")) << out.str();
+  EXPECT_TRUE(contains(out.str(), "4.8 TB/s")) << out.str();
+  EXPECT_TRUE(contains(out.str(), "measured: - (not on a GPU)")) << out.str();
 }
 
 // The CUDA backend's path (events on a GPU; on the emulator the host clock, since it runs each
@@ -332,6 +371,38 @@ TEST(Profile, CudaBackendOnTheEmulatorRuns) {
   ASSERT_FALSE(trace.is_discarded());
   EXPECT_TRUE(contains(r.out, "roofline: blank: the emulated GPU (cuda-emu) has no hardware peaks")) << r.out;
   EXPECT_TRUE(contains(r.out, "all ops")) << r.out;
+}
+
+// --estimate on the emulator: every op of the step is modelled with the nodes its own graph
+// holds, and the nodes add up to the step's whole graph (train's done: line).
+TEST(Profile, EstimateOnTheEmulatorCountsEveryOpsNodes) {
+#ifndef TINYTRAIN_HAVE_SIMT
+  GTEST_SKIP() << "this build has no SIMT emulator (--backend cuda-emu)";
+#endif
+  ScratchDir dir;
+  SmallRun run;
+  run.backend = "cuda-emu";
+  run.vocab = 32;
+  run.d_model = 16;
+  run.n_head = 2;
+  run.n_layer = 1;
+  run.d_ff = 32;
+  run.batch = 2;
+  run.seq = 8;
+  run.steps = 2;
+  const CliResult r = run_command(run.args({"--estimate", "h200"}), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  EXPECT_TRUE(contains(r.out, "estimate: a MODEL of one step on an NVIDIA H200 SXM, not a measurement")) << r.out;
+  std::vector<std::string> totals;  // the profile's measured step, then the model's
+  for (const std::string& line : r.out_lines())
+    if (line.rfind("step ", 0) == 0) totals.push_back(line);
+  ASSERT_EQ(totals.size(), 2u) << r.out;
+  std::istringstream row(totals[1]);
+  std::string name;
+  int calls = 0, nodes = 0;
+  row >> name >> calls >> nodes;
+  EXPECT_GT(calls, 10) << totals[1];
+  EXPECT_GE(nodes, calls) << "every op of the step enqueues at least one node: " << totals[1];
 }
 
 }  // namespace

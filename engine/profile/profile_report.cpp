@@ -76,7 +76,7 @@ std::optional<double> roofline_fraction(double flops, double bytes, double ms, c
 
 namespace {
 
-constexpr int kOpColumn = 27;  // the longest op name the profiler records: activation_dropout_backward
+constexpr int kOpColumn = 35;  // the longest op name the profiler records: layernorm_residual_dropout_backward
 
 // One row of the table. Values that do not apply (no FLOPs: no TFLOP/s or intensity) print "-".
 void print_row(std::ostream& out, const OpSummary& o, double step_ms, const std::optional<RooflinePeaks>& peaks) {

@@ -10,8 +10,10 @@
 #include "engine/token_batch.h"
 #include "engine/flops.h"
 #include "engine/init.h"
+#include "engine/profile/mfu.h"
 #include "engine/profile/profile_report.h"
 #include "engine/profile/profiler.h"
+#include "engine/profile/step_estimate.h"
 
 namespace tt {
 
@@ -19,6 +21,12 @@ void check_profile_options(const ProfileOptions& o) {
   if (o.train.run.steps < 2)
     throw InputError("invalid config: profile --steps must be at least 2 (the first step is a warm-up, not counted), got " +
                      std::to_string(o.train.run.steps));
+  if (!o.estimate_device.empty() && !find_device_model(o.estimate_device)) {
+    std::string known;
+    for (const std::string& name : device_model_names()) known += (known.empty() ? "" : ", ") + name;
+    throw InputError("invalid config: profile --estimate '" + o.estimate_device + "' is not a device the model knows (" +
+                     known + ")");
+  }
 }
 
 void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
@@ -66,6 +74,24 @@ void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
                 "flops: %.3f GFLOP per step counted op by op; engine/flops.h: %.3f (model %.3f + recompute %.3f)",
                 summary.total.flops / 1e9, model.hardware() / 1e9, model.model() / 1e9, model.recompute / 1e9);
   out << line << '\n';
+  if (!o.estimate_device.empty()) {
+    // One more step, each op captured alone into a graph to count its nodes (so its times are
+    // not the profile's), modelled on the named device. A backend without graphs (the CPU)
+    // cannot count nodes: the estimate needs --backend cuda or cuda-emu.
+    if (!backend.supports_graphs())
+      throw InputError("profile --estimate counts each op's CUDA graph nodes: run it with --backend cuda or cuda-emu, "
+                       "not " + backend.name());
+    random_batch(t.run.seed, static_cast<uint32_t>(t.run.steps), B, T, t.model.vocab_size, x.data(), y.data());
+    trainer.load_batch(x.data(), y.data(), static_cast<uint32_t>(t.run.steps));
+    profiler.synchronize();
+    profiler.begin_step(/*count_nodes=*/true);
+    trainer.train_step(/*use_graph=*/false);
+    const StepProfile counted = profiler.end_step();
+    const StepEstimate estimate = estimate_step(counted, *find_device_model(o.estimate_device),
+                                                gemm_precision(backend.name(), o.train.precision, o.tf32));
+    const bool on_gpu = backend.name() == "cuda" && !runs_emulated(o.backend);
+    print_step_estimate(estimate, on_gpu ? &summary : nullptr, out);
+  }
   if (!o.trace_path.empty()) {
     const nlohmann::json trace = chrome_trace(steps, 1, backend.name());
     write_chrome_trace(trace, o.trace_path);

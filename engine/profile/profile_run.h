@@ -17,9 +17,12 @@ struct ProfileOptions {
   std::string trace_path;      // --trace FILE.json; "": no trace
   BackendChoice backend = BackendChoice::Auto;  // --backend as given: cuda-emu has no hardware peaks
   bool tf32 = false;           // --tf32: the CUDA fp32 GEMMs' peak is the tf32 one
+  // --estimate NAME: after the profile, one more step with every op's graph nodes counted, and
+  // the step modelled on that device (engine/profile/step_estimate.h); "": none.
+  std::string estimate_device;
 };
 
-// Throws InputError for fewer than 2 steps.
+// Throws InputError for fewer than 2 steps, or an --estimate device the model does not know.
 void check_profile_options(const ProfileOptions& options);
 
 // Runs the profile on `backend` (one process) and prints it to `out`.

@@ -7,8 +7,11 @@ namespace tt {
 
 ProfilingBackend::ProfilingBackend(Backend& inner) : inner_(inner), clock_(inner.make_stream_clock()) {}
 
-void ProfilingBackend::begin_step() {
+void ProfilingBackend::begin_step(bool count_nodes) {
   if (recording_) throw std::logic_error("ProfilingBackend::begin_step: a step is already being recorded");
+  if (count_nodes && !inner_.supports_graphs())
+    throw std::logic_error("ProfilingBackend: counting graph nodes needs a backend with graphs, not " + inner_.name());
+  count_nodes_ = count_nodes;
   scopes_.clear();
   ops_.clear();
   clock_->read();  // forget any marks left over; the step's first mark is index 0
@@ -27,8 +30,10 @@ StepProfile ProfilingBackend::end_step() {
   step.start_ms = std::chrono::duration<double, std::milli>(step_start_ - created_).count();
   for (const PendingScope& s : scopes_)
     step.scopes.push_back({s.name, s.parent, ms[s.start_mark], ms[s.end_mark == kOpen ? end : s.end_mark]});
-  for (const PendingOp& op : ops_) step.ops.push_back({op.name, op.scope, ms[op.start_mark], ms[op.end_mark], op.cost});
+  for (const PendingOp& op : ops_)
+    step.ops.push_back({op.name, op.scope, ms[op.start_mark], ms[op.end_mark], op.cost, op.nodes});
   recording_ = false;
+  count_nodes_ = false;
   for (int& open : open_) open = -1;  // (their records are this step's; later pops just match)
   return step;
 }
@@ -67,9 +72,18 @@ void ProfilingBackend::timed(const char* op, const OpCost& cost, Call&& call) {
     return;
   }
   const size_t start = clock_->mark();
-  call();
+  int nodes = -1;
+  if (count_nodes_) {
+    inner_.begin_capture();
+    call();
+    inner_.end_capture();
+    nodes = inner_.captured_graph_nodes().total();
+    inner_.replay_graph();
+  } else {
+    call();
+  }
   const size_t end = clock_->mark();
-  ops_.push_back({op, open_.empty() ? -1 : open_.back(), start, end, cost});
+  ops_.push_back({op, open_.empty() ? -1 : open_.back(), start, end, cost, nodes});
 }
 
 // ---- ops: the cost from the views, then the inner backend's op between two marks ----

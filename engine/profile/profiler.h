@@ -38,6 +38,7 @@ struct ProfiledOp {
   int scope;              // index of the innermost scope it ran in; -1: directly in the step
   double start_ms, end_ms;  // from the step's start, on the backend's timeline
   OpCost cost;
+  int nodes = -1;         // counting mode: the graph nodes the op enqueued; -1 not counted
 };
 
 struct StepProfile {
@@ -52,8 +53,11 @@ class ProfilingBackend final : public Backend {
   // `inner` must outlive this profiler.
   explicit ProfilingBackend(Backend& inner);
 
-  // Starts recording a step: from now on every op and scope is recorded.
-  void begin_step();
+  // Starts recording a step: from now on every op and scope is recorded. With count_nodes
+  // (profile --estimate; needs an inner backend with graphs), each op is captured alone into a
+  // graph, its nodes counted (Backend::captured_graph_nodes), and the graph replayed, so the op
+  // still runs: its times then include the capture's and mean nothing.
+  void begin_step(bool count_nodes = false);
   // Waits for the backend to finish the step, stops recording and returns what it recorded.
   // Scopes still open end with the step.
   StepProfile end_step();
@@ -140,6 +144,7 @@ class ProfilingBackend final : public Backend {
     int scope;
     size_t start_mark, end_mark;
     OpCost cost;
+    int nodes;
   };
 
   Backend& inner_;
@@ -147,6 +152,7 @@ class ProfilingBackend final : public Backend {
   const std::chrono::steady_clock::time_point created_ = std::chrono::steady_clock::now();
   std::chrono::steady_clock::time_point step_start_;
   bool recording_ = false;
+  bool count_nodes_ = false;
   std::vector<PendingScope> scopes_;
   std::vector<PendingOp> ops_;
   // The scopes open now, innermost last: an index into scopes_, or -1 for one opened while not

@@ -1,0 +1,31 @@
+// The datasheet numbers of a GPU the step estimate (engine/profile/step_estimate.h) models:
+// what `tinytrain profile --estimate NAME` assumes a device can do. A model's inputs, never a
+// measurement: `tinytrain doctor` measures the machine it runs on (engine/profile/peaks.h).
+#pragma once
+#include <optional>
+#include <string>
+#include <vector>
+
+namespace tt {
+
+struct DeviceModel {
+  std::string name;         // "h200"
+  std::string description;  // "NVIDIA H200 SXM"
+  double memory_gbps = 0;   // peak memory bandwidth, GB/s
+  // Dense peak TFLOP/s (no 2:4 sparsity): fp32 on the CUDA cores (what our own kernels use),
+  // and the tensor cores' tf32, bf16 and fp16.
+  double fp32_tflops = 0, tf32_tflops = 0, bf16_tflops = 0, fp16_tflops = 0;
+  // The time one node of a CUDA graph costs when its work is negligible: the launch and the
+  // ramp up and down of a dependent kernel. Each node waits for the one before it.
+  double node_latency_us = 0;
+  std::string sources;  // where the numbers come from, printed with every estimate
+
+  // Peak TFLOP/s for a GEMM precision name ("fp32", "tf32", "bf16", "fp16"); 0 if unknown.
+  double tflops(const std::string& precision) const;
+};
+
+// The devices the estimate knows; nullopt for any other name.
+std::optional<DeviceModel> find_device_model(const std::string& name);
+std::vector<std::string> device_model_names();
+
+}  // namespace tt
