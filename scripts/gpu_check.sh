@@ -57,7 +57,8 @@
 #   sanitizer_synccheck 15     8
 #   sanitizer_initcheck 15     8
 #   doctor              20    10   tinytrain doctor --backend cuda (peaks saved under cache/)
-#   profile             10     4   profile of the seed workload, fp32 (Chrome trace) and bf16
+#   profile             10     4   profile of the seed workload, fp32 (Chrome trace) and bf16, each
+#                                   with the H200 model's times beside the measured ones
 #   bench               35    20   tools/bench_gpu.py, seed config: tinytrain fp32 (graph on and
 #                                  off), bf16, bf16 with cuDNN; PyTorch eager fp32/bf16; bench.json
 #   ctest_other       (rest)       the remaining targets (247 s of CPU here: some 30 s on 16
@@ -358,8 +359,10 @@ s_doctor() {
   return "$rc"
 }
 s_profile() {
-  "$BIN" profile --backend cuda --steps 5 --trace "$out/profile_seed.json" &&
-    "$BIN" profile --backend cuda --precision bf16 --steps 5
+  # --estimate h200: the model's time per op (engine/profile/step_estimate.h) printed beside
+  # the times measured here, and the graph nodes each op enqueues on real cuBLASLt.
+  "$BIN" profile --backend cuda --steps 5 --estimate h200 --trace "$out/profile_seed.json" &&
+    "$BIN" profile --backend cuda --precision bf16 --steps 5 --estimate h200
 }
 s_bench() {  # bench_gpu.py gets its own budget, 5 s inside the step's limit: it ends and writes bench.json itself
   local limit=$GC_LIMIT
