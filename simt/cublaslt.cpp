@@ -2,7 +2,11 @@
 // checks a GEMM the way the library's documentation describes and returns one "algorithm"
 // that records the alignments it was chosen for; cublasLtMatmul checks the call against it and
 // computes D = alpha op(A) op(B) + beta C [+ bias] with fp32 accumulation (OpenBLAS sgemm on
-// fp32 copies of the operands: 16-bit values widen exactly), rounding once into D's type.
+// fp32 copies of the operands: 16-bit values widen exactly), rounding once into D's type: the
+// product, alpha times it and beta C are added in fp32 and only their sum is rounded, as the
+// library's epilogue does (for an fp32 D with alpha = beta = 1, the bits of a product stored in
+// fp32 and then added to C). The BGRADB epilogue also writes the bias gradient, each column of
+// op(B) summed over k in increasing order in fp32 (the CPU backend's column-sum order).
 // With CUBLAS_COMPUTE_32F_FAST_TF32 the operands are first rounded to TF32 (10 mantissa bits,
 // to nearest even): a model of tensor-core TF32, not its bits. Every refusal also prints one
 // line on stderr saying why, since a status alone rarely tells a learner what was wrong.
@@ -111,9 +115,11 @@ std::string check_gemm(const LtMatmulDesc& d, const LtMatrixLayout& a, const LtM
     if (l->ld < static_cast<int64_t>(std::max<uint64_t>(l->rows, 1)))
       return "a leading dimension (" + std::to_string(l->ld) + ") is smaller than its rows (" +
              std::to_string(l->rows) + ")";
-  if (d.epilogue != CUBLASLT_EPILOGUE_DEFAULT && d.epilogue != CUBLASLT_EPILOGUE_BIAS)
-    return "this emulation serves the DEFAULT and BIAS epilogues only";
-  if (d.epilogue == CUBLASLT_EPILOGUE_BIAS) {
+  if (d.epilogue != CUBLASLT_EPILOGUE_DEFAULT && d.epilogue != CUBLASLT_EPILOGUE_BIAS &&
+      d.epilogue != CUBLASLT_EPILOGUE_BGRADB)
+    return "this emulation serves the DEFAULT, BIAS and BGRADB epilogues only";
+  // The bias (BIAS, read) or bias gradient (BGRADB, written) is of D's type, or fp32 with a 16-bit D.
+  if (d.epilogue != CUBLASLT_EPILOGUE_DEFAULT) {
     const int bias_type = d.bias_type < 0 ? out.type : d.bias_type;
     if (bias_type != out.type && !(bias_type == CUDA_R_32F && out.type != CUDA_R_32F))
       return std::string("bias of type ") + type_name(bias_type) + " with D " + type_name(out.type);
@@ -297,7 +303,7 @@ cublasStatus_t cublasLtMatmulAlgoGetHeuristic(cublasLtHandle_t handle, cublasLtM
   cublasLtMatmulHeuristicResult_t r{};
   r.algo.data[0] = kAlgoMagic;
   for (int i = 0; i < 4; ++i) r.algo.data[1 + i] = std::min(pref->min_alignment[i], kWidestAccess);
-  if (desc->epilogue == CUBLASLT_EPILOGUE_BIAS) r.algo.data[5] = std::min(alignment_of(desc->bias), kWidestAccess);
+  if (desc->epilogue != CUBLASLT_EPILOGUE_DEFAULT) r.algo.data[5] = std::min(alignment_of(desc->bias), kWidestAccess);
   r.algo.data[6] = desc->epilogue;
   r.workspaceSize = 0;
   r.state = CUBLAS_STATUS_SUCCESS;
@@ -321,7 +327,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   if (C == D && (c->ld != d->ld || c->type != d->type))
     return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmul: in place (C = D) with different layouts");
   const bool with_bias = desc->epilogue == CUBLASLT_EPILOGUE_BIAS;
-  if (with_bias && !desc->bias) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: BIAS epilogue without a bias pointer");
+  const bool with_bias_grad = desc->epilogue == CUBLASLT_EPILOGUE_BGRADB;
+  if ((with_bias || with_bias_grad) && !desc->bias)
+    return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: a BIAS or BGRADB epilogue without a bias pointer");
   if (algo) {
     if (algo->data[0] != kAlgoMagic) return refuse(CUBLAS_STATUS_INVALID_VALUE, "cublasLtMatmul: an algorithm no heuristic made");
     if (algo->data[6] != desc->epilogue)
@@ -334,7 +342,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                                                        std::to_string(alignment_of(buffers[i])) +
                                                        " bytes; the algorithm was chosen for " +
                                                        std::to_string(algo->data[1 + i]));
-    if (with_bias && alignment_of(desc->bias) < algo->data[5])
+    if ((with_bias || with_bias_grad) && alignment_of(desc->bias) < algo->data[5])
       return refuse(CUBLAS_STATUS_NOT_SUPPORTED, "cublasLtMatmul: the bias is aligned to " +
                                                      std::to_string(alignment_of(desc->bias)) +
                                                      " bytes; the algorithm was chosen for " +
@@ -357,10 +365,19 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                   static_cast<int>(la.ld), fb.data(), static_cast<int>(lb.ld), 0.0f, product.data(), m);
     for (int j = 0; j < n; ++j)
       for (int i = 0; i < m; ++i) {
+        // fp32 throughout, one rounding into D's type at the store
         float v = alpha_value * product[static_cast<size_t>(j) * m + i];
         if (beta_value != 0.0f) v += beta_value * load(C, lc.type, static_cast<size_t>(j) * lc.ld + i);
         if (with_bias) v += load(dd.bias, bias_type, static_cast<size_t>(i));
         store(D, ld.type, static_cast<size_t>(j) * ld.ld + i, v);
+      }
+    if (with_bias_grad)  // bias[j] = sum over p = 0..k-1 of op(B)[p][j], from B as stored (not TF32-rounded)
+      for (int j = 0; j < n; ++j) {
+        float sum = 0.0f;
+        for (int p = 0; p < k; ++p)
+          sum += load(B, lb.type,
+                      dd.transb == CUBLAS_OP_N ? static_cast<size_t>(j) * lb.ld + p : static_cast<size_t>(p) * lb.ld + j);
+        store(const_cast<void*>(dd.bias), bias_type, static_cast<size_t>(j), sum);
       }
     return cudaSuccess;
   });

@@ -68,6 +68,7 @@ size_t g_device_bytes = 0;
 std::map<const void*, int> g_dynamic_shared_limit;  // kernel -> cudaFuncAttributeMaxDynamicSharedMemorySize
 std::vector<Stream*> g_capturing;                   // streams being captured
 Stream g_legacy_stream;                             // the default (null) stream
+uint64_t g_work_enqueued = 0;                       // see work_items_enqueued()
 
 cudaError_t fail(cudaError_t e) {
   g_last = e;
@@ -97,6 +98,7 @@ void deliver_pending_fault() {
 
 cudaError_t enqueue(cudaStream_t stream, Work work) {
   if (g_sticky != cudaSuccess) return g_sticky;
+  ++g_work_enqueued;
   Stream* s = stream_of(stream);
   if (s->capturing) {
     s->captured.push_back(std::move(work));
@@ -135,6 +137,11 @@ bool dim_ok(unsigned v, unsigned limit) { return v >= 1 && v <= limit; }
 
 // Work that a library on the emulated device enqueues (cuBLASLt's matmuls, simt/cublaslt.cpp).
 cudaError_t enqueue_work(cudaStream_t stream, std::function<cudaError_t()> work) { return enqueue(stream, std::move(work)); }
+
+// For tests only (tests/test_cuda_ops.cpp declares it): how many work items (kernel launches,
+// memsets, copies, library calls) have been enqueued on any stream since the process began,
+// run at once or recorded by a capture; the difference across an op is the work it enqueues.
+uint64_t work_items_enqueued() { return g_work_enqueued; }
 
 // ---- launches (simt/kernel_launch.h) ----
 

@@ -1231,6 +1231,153 @@ TEST_F(CudaTest, CopyToDeviceDuringCaptureIsALogicError) {
   cuda->release(dev);
 }
 
+// ============ the bias gradient from the dW GEMM: cuBLASLt's BGRADB epilogue ============
+// linear_backward with ParamGrads::Write lets the dW GEMM also write dbias (the BGRADB epilogue:
+// dout summed over the GEMM's k dimension, the tokens); with ParamGrads::Add, with --gemm tiled,
+// with no cuBLASLt algorithm, or for a dbias not 16-byte aligned, ONE column-sum launch writes
+// or adds it (kernels/cuda/linear.cu). Every path sums each column of dout over n = 0..N-1 in
+// order in fp32 from zero (16-bit values widen exactly), then stores the sum or adds it to the
+// start value once: exactly what the CPU backend does, so dbias is compared bit for bit (tol 0)
+// in every storage type: on the emulator, whose BGRADB epilogue sums in that order. A GPU's
+// cuBLASLt sums in its own order: there dbias gets the N + 1 term sum's reduction_tol. The GEMM
+// outputs get the linear cases' tolerances (tc: tensor cores).
+// Shapes: many tokens (N = 256, so the old chunked column sums had 8 chunks), an odd one, and
+// the odd one with every view one element off (dbias 4 bytes aligned: no epilogue asked for).
+
+std::vector<CaseSpec> linear_bias_grad_cases(GemmKernel gemm) {
+  struct P {
+    int N, I, O;
+    bool misaligned;
+  };
+  std::vector<CaseSpec> specs;
+  for (DType act : {DType::F32, DType::BF16, DType::F16})
+    for (ParamGrads grads : {ParamGrads::Write, ParamGrads::Add})
+      for (InputGrad input : {InputGrad::Write, InputGrad::Add})
+        for (P p : {P{256, 64, 192, false}, P{67, 17, 11, false}, P{67, 17, 11, true}}) {
+          const std::string name = "linear_backward_N" + std::to_string(p.N) + "_I" + std::to_string(p.I) + "_O" +
+                                   std::to_string(p.O) + (grads == ParamGrads::Write ? "_grads_written" : "_grads_added") +
+                                   (input == InputGrad::Add ? "_dinp_added" : "_dinp_written") +
+                                   (p.misaligned ? "_misaligned" : "") + dtype_suffix(act);
+          specs.push_back({name, [p, act, gemm, grads, input] {
+                             OpCase c(act);
+                             const int x = c.input("inp", {p.N, p.I}, 21);
+                             const int w = c.input("weight", {p.O, p.I}, 22);
+                             const int dout = c.input("dout", {p.N, p.O}, 23);
+                             const double tc = act == DType::F32 || gemm == GemmKernel::Tiled ? 1.0 : 2.0;
+                             // O products, onto dinp's start value when added
+                             const int dx = input == InputGrad::Add
+                                                ? c.inout("dinp", {p.N, p.I}, test::random_floats(p.N * p.I, 24),
+                                                          tc * reduction_tol(p.O + 1))
+                                                : c.output("dinp", {p.N, p.I}, tc * reduction_tol(p.O));
+                             const int dw = c.grad("dweight", {p.O, p.I}, 25, tc * reduction_tol(p.N + 1));
+                             const int db = c.grad("dbias", {p.O}, 26,  // bit for bit on the emulator (above)
+                                                   test::cuda_is_emulated() ? 0.0 : reduction_tol(p.N + 1));
+                             if (p.misaligned)
+                               for (CaseTensor& t : c.tensors) t.offset_floats = 1;
+                             c.run = [=](Backend& be, const std::vector<Tensor>& v) {
+                               be.linear_backward(v[dx], v[dw], v[db], v[dout], v[x], v[w], grads, input);
+                             };
+                             return c;
+                           }});
+        }
+  return specs;
+}
+
+class CudaOpsLinearBiasGrad : public CudaTest, public ::testing::WithParamInterface<CaseSpec> {};
+
+TEST_P(CudaOpsLinearBiasGrad, MatchesCpuBackend) {
+  const OpCase c = GetParam().make();
+  compare(GetParam().name, c, run_on(*cpu, c), run_on(*cuda, c));
+}
+
+INSTANTIATE_TEST_SUITE_P(LinearBiasGrad, CudaOpsLinearBiasGrad,
+                         ::testing::ValuesIn(linear_bias_grad_cases(GemmKernel::CublasLt)),
+                         [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
+
+// The same with every GEMM on the tiled kernel (--gemm tiled): the bias gradient by the column sums.
+INSTANTIATE_TEST_SUITE_P(TiledLinearBiasGrad, CudaOpsTiledGemm,
+                         ::testing::ValuesIn(linear_bias_grad_cases(GemmKernel::Tiled)),
+                         [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
+
+// With no cuBLASLt algorithm for any GEMM (forced), the BGRADB epilogue is declined silently
+// (an optimisation), the plain GEMMs run on the tiled kernel and the column sums make dbias:
+// the same results, the same bits for dbias.
+TEST_F(CudaTest, LinearBiasGradWithoutCublasLtAlgorithmMatchesCpuBackend) {
+  if (!test::cuda_is_emulated()) GTEST_SKIP() << "the forced 'no algorithm' is the emulated cuBLASLt's";
+  ScopedEnv none("TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM", "1");
+  std::string why;
+  cuda = test::cuda_backend_or_skip(why);  // a fresh backend: no plans yet
+  int compared = 0;
+  for (const CaseSpec& spec : linear_bias_grad_cases(GemmKernel::Tiled)) {
+    if (spec.name.find("_f16") != std::string::npos) continue;  // fp32 and bf16 suffice here
+    const OpCase c = spec.make();
+    testing::internal::CaptureStderr();  // the fallback's one line per GEMM (tested above)
+    const CaseResult got = run_on(*cuda, c);
+    testing::internal::GetCapturedStderr();
+    compare(spec.name + " (no cuBLASLt algorithm)", c, run_on(*cpu, c), got);
+    ++compared;
+  }
+  EXPECT_EQ(compared, 24);
+}
+
+#ifdef TINYTRAIN_HAVE_SIMT
+}  // namespace
+}  // namespace tt
+namespace simt {
+uint64_t work_items_enqueued();  // simt/runtime.cpp: a test-only count of the work enqueued on any stream
+}  // namespace simt
+namespace tt {
+namespace {
+
+// The work one linear_backward with a bias enqueues, counted on the emulator after a first call
+// has made the GEMM plans: with ParamGrads::Write the dinp GEMM and the dW GEMM, whose BGRADB
+// epilogue writes dbias (2; 1 without dinp); with ParamGrads::Add one column-sum launch more
+// (3); where the epilogue is not available (--gemm tiled, no cuBLASLt algorithm) also 3 in
+// Write. The results of these calls are checked by the cases above; here only the count.
+uint64_t work_of_linear_backward(Backend& be, DType act, bool with_dinp, ParamGrads grads, InputGrad input) {
+  const int N = 256, I = 64, O = 192;
+  OpCase c(act);
+  const int x = c.input("inp", {N, I}, 31);
+  const int w = c.input("weight", {O, I}, 32);
+  const int dout = c.input("dout", {N, O}, 33);
+  const int dx = with_dinp ? c.inout("dinp", {N, I}, test::random_floats(N * I, 34), -1.0) : c.absent("dinp");
+  const int dw = c.grad("dweight", {O, I}, 35, -1.0);
+  const int db = c.grad("dbias", {O}, 36, -1.0);
+  auto work = std::make_shared<uint64_t>(0);
+  c.run = [=](Backend& b, const std::vector<Tensor>& v) {
+    b.linear_backward(v[dx], v[dw], v[db], v[dout], v[x], v[w], grads, input);  // makes the plans
+    b.synchronize();
+    const uint64_t before = simt::work_items_enqueued();
+    b.linear_backward(v[dx], v[dw], v[db], v[dout], v[x], v[w], grads, input);
+    *work = simt::work_items_enqueued() - before;
+    b.synchronize();
+  };
+  run_on(be, c);
+  return *work;
+}
+
+TEST_F(CudaTest, LinearBackwardWritingGradientsEnqueuesOnlyItsTwoGemms) {
+  if (!test::cuda_is_emulated()) GTEST_SKIP() << "counted by the emulator's runtime";
+  for (DType act : {DType::F32, DType::BF16}) {
+    SCOPED_TRACE(dtype_name(act));
+    EXPECT_EQ(work_of_linear_backward(*cuda, act, true, ParamGrads::Write, InputGrad::Write), 2u);
+    EXPECT_EQ(work_of_linear_backward(*cuda, act, true, ParamGrads::Write, InputGrad::Add), 2u);
+    EXPECT_EQ(work_of_linear_backward(*cuda, act, false, ParamGrads::Write, InputGrad::Write), 1u);
+    EXPECT_EQ(work_of_linear_backward(*cuda, act, true, ParamGrads::Add, InputGrad::Write), 3u);
+  }
+  CudaOptions tiled;
+  tiled.gemm = GemmKernel::Tiled;
+  std::string why;
+  auto tiled_backend = test::cuda_backend_or_skip(why, tiled);
+  EXPECT_EQ(work_of_linear_backward(*tiled_backend, DType::F32, true, ParamGrads::Write, InputGrad::Write), 3u);
+  ScopedEnv none("TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM", "1");
+  auto fallback = test::cuda_backend_or_skip(why);  // a fresh backend: no plans yet
+  testing::internal::CaptureStderr();
+  EXPECT_EQ(work_of_linear_backward(*fallback, DType::F32, true, ParamGrads::Write, InputGrad::Write), 3u);
+  testing::internal::GetCapturedStderr();
+}
+#endif  // TINYTRAIN_HAVE_SIMT
+
 #endif  // TINYTRAIN_HAVE_CUDA_BACKEND
 
 }  // namespace

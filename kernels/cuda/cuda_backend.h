@@ -90,8 +90,8 @@ class CudaBackend final : public Backend {
     void operator()(GemmPlan* plan) const noexcept;
   };
   // m, n, k, transa, transb, epilogue, alignment in bytes of A/B/C/D (the least of the four,
-  // up to 256), alignment of the bias (0 without): cuBLASLt picks algorithms by alignment too;
-  // then the cudaDataType_t of A and B, and of C and D (the bias has D's type).
+  // up to 256), alignment of the bias or bias gradient (0 without): cuBLASLt picks algorithms by alignment too;
+  // then the cudaDataType_t of A and B, and of C and D (the bias, or its gradient, has D's type).
   using GemmKey = std::tuple<int, int, int, int, int, int, int, int, int, int>;
   // The plan for `key`, built on first use; `bias` is the bias pointer of that first use
   // (its value, never dereferenced, tells the heuristic the bias alignment). Null when
@@ -100,12 +100,14 @@ class CudaBackend final : public Backend {
   const GemmPlan* gemm_plan(const GemmKey& key, const void* bias);
   // D (m,n) = op(A) (m,k) op(B) (k,n) [+ bias (m) broadcast over columns] + beta D, all
   // column-major and packed (linear.cu). A and B are of type ab_type, C = D and the bias of
-  // type d_type (F32, BF16 or F16); the products are accumulated in fp32.
-  // Returns false, having enqueued nothing, when cuBLASLt cannot fuse this bias: the caller
-  // adds it another way. With --gemm tiled (CudaOptions::gemm), and for a GEMM cuBLASLt has no
+  // type d_type (F32, BF16 or F16); the products are accumulated in fp32. With bias_grad (n,
+  // fp32, for D of F32; bias null): also WRITES bias_grad[j] = sum over k of op(B)[p][j]
+  // (cuBLASLt's BGRADB epilogue). Returns false, having enqueued nothing, when cuBLASLt cannot
+  // fuse this bias or bias gradient (always for a bias gradient with --gemm tiled): the caller
+  // makes it another way. With --gemm tiled (CudaOptions::gemm), and for a GEMM cuBLASLt has no
   // algorithm for (said once on stderr), tiled_gemm.cu runs it instead.
   bool matmul(int m, int n, int k, bool transa, bool transb, const void* A, const void* B, DType ab_type, void* D,
-              DType d_type, const void* bias, float beta);
+              DType d_type, const void* bias, float beta, float* bias_grad = nullptr);
   // An fp32 buffer of at least `floats` elements for attention.cu: the fp32 softmax weights (and
   // score gradients) when probs/dprobs are stored in 16 bits; and for attention_decode.cu, the
   // weights of the new token over the cache (never captured). Grown on first use, so the trainer's

@@ -1,9 +1,10 @@
 // Linear layer y = x W^T + b with PyTorch's weight layout (out_features, in_features),
-// forward and backward (CUDA): the three GEMMs through cuBLASLt (bias fused into the forward
-// GEMM's epilogue) or, with `--gemm tiled` and for a GEMM cuBLASLt has no algorithm for, our
-// own tiled GEMM (tiled_gemm.cu); the bias gradient by our own deterministic column-sum
-// kernel. Activations and working weights in fp32, bf16 or fp16 storage, parameter gradients
-// in fp32 (see "Data types" below).
+// forward and backward (CUDA): the three GEMMs through cuBLASLt (the bias fused into the forward
+// GEMM's epilogue, the bias gradient into the dW GEMM's) or, with `--gemm tiled` and for a GEMM
+// cuBLASLt has no algorithm for, our own tiled GEMM (tiled_gemm.cu); where the bias gradient
+// cannot come from the GEMM, our own deterministic column-sum kernel makes it in one launch.
+// Activations and working weights in fp32, bf16 or fp16 storage, parameter gradients in fp32
+// (see "Data types" below).
 //
 // ---- Row-major tensors, column-major cuBLASLt ----
 // cuBLASLt reads matrices column-major. A row-major (r,c) matrix X with row stride c is, byte
@@ -25,7 +26,14 @@
 //   backward dW (O,I) += dout^T (O,N) inp (N,I)  <=>  dW^T (I,O) += inp^T (I,N) dout (N,O)
 //     A = inp:  stored as inp^T (I,N), ld I; op(A) = N.                           m = I, k = N
 //     B = dout: stored as dout^T (O,N), ld O; we need dout (N,O), so op(B) = T.   n = O
-//     D = dW^T (I,O), ld I; beta = 1 (parameter gradients accumulate; C = D in place).
+//     D = dW^T (I,O), ld I; beta = 0 (ParamGrads::Write) or 1 (Add: C = D in place).
+//     The bias gradient db[o] = sum_n dout[n][o] is the sum of op(B) = dout (N,O) over the
+//     GEMM's k dimension (the tokens), one value per column of D: exactly cuBLASLt's BGRADB
+//     epilogue ("bias gradient of the input matrix B; its size is the number of columns of D;
+//     the reduction runs over k"), which WRITES it into the bias pointer. So with
+//     ParamGrads::Write the dW GEMM makes both gradients in one launch; with Add (a later
+//     micro-batch) the gradient must be added, which the epilogue cannot do, and one column-sum
+//     launch adds it instead. BGRADA would sum op(A) = inp^T over k: not what we want.
 //
 // Every matrix is packed (leading dimension = stored rows), so (m, n, k, transa, transb)
 // determines all three layouts.
@@ -37,8 +45,8 @@
 //
 //   GEMM        A, B        C = D       bias          compute
 //   forward     16-bit      16-bit      16-bit        CUBLAS_COMPUTE_32F, scale CUDA_R_32F
-//   dinp        16-bit      16-bit      -             CUBLAS_COMPUTE_32F, scale CUDA_R_32F
-//   dweight     16-bit      CUDA_R_32F  -             CUBLAS_COMPUTE_32F, scale CUDA_R_32F (beta 1)
+//   dinp        16-bit      16-bit      -             CUBLAS_COMPUTE_32F, scale CUDA_R_32F (beta 0 or 1)
+//   dweight     16-bit      CUDA_R_32F  CUDA_R_32F    CUBLAS_COMPUTE_32F, scale CUDA_R_32F (beta 0 or 1)
 //   all three   CUDA_R_32F  CUDA_R_32F  CUDA_R_32F    CUBLAS_COMPUTE_32F (_FAST_TF32 with --tf32)
 //
 // where 16-bit is CUDA_R_16BF for bf16 storage and CUDA_R_16F for fp16 storage.
@@ -49,7 +57,8 @@
 // the fp32 gradient (beta = 1), no fp32 copy of the activations needed. The bias vector's type
 // is CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, whose default is "the same type as the elements of
 // the output matrix (Dtype)" (cublasLt.h); we set it explicitly to D's type, which is also the
-// stored type of the bias. TF32 only exists for fp32 inputs, so --tf32 changes the fp32 GEMMs
+// stored type of the bias, and, for the dW GEMM's BGRADB epilogue, fp32: the type of D there
+// (dW) and of the bias gradient alike. TF32 only exists for fp32 inputs, so --tf32 changes the fp32 GEMMs
 // only (the tiled GEMM always multiplies in fp32). A combination cuBLASLt has no algorithm for
 // is said once, with its shape and types, and runs on the tiled GEMM.
 #include <algorithm>
@@ -148,7 +157,9 @@ const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const vo
   // for fp32 inputs and only when the user asked for them.
   const bool tf32 = options_.tf32 && ab_type == CUDA_R_32F;
   const std::string gemm = describe_gemm(m, n, k, transa, transb, alignment, ab_type, d_type, tf32) +
-                           (epilogue == CUBLASLT_EPILOGUE_BIAS ? " epilogue BIAS" : "");
+                           (epilogue == CUBLASLT_EPILOGUE_BIAS     ? " epilogue BIAS"
+                            : epilogue == CUBLASLT_EPILOGUE_BGRADB ? " epilogue BGRADB"
+                                                                   : "");
 
   // Plans are made in the eager first step. A GEMM first seen inside a graph capture is a bug of
   // the caller (a shape the eager step did not run): the heuristic is not called there, since
@@ -169,8 +180,9 @@ const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const vo
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_a, sizeof(op_a)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_b, sizeof(op_b)));
   CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof(epi)));
-  if (epi == CUBLASLT_EPILOGUE_BIAS) {
-    const int32_t bias_type = d_type;  // the bias is stored in the output's type
+  if (epi != CUBLASLT_EPILOGUE_DEFAULT) {
+    // BIAS: the bias is stored in the output's type; BGRADB: the bias gradient is fp32, as D (dW) is
+    const int32_t bias_type = d_type;
     CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_DATA_TYPE, &bias_type,
                                                 sizeof(bias_type)));
     // the heuristic uses the pointer's value to learn its alignment
@@ -207,7 +219,8 @@ const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const vo
     throw_cublas_error(status, "cublasLtMatmulAlgoGetHeuristic", __FILE__, __LINE__);
   const bool found_algo = status == CUBLAS_STATUS_SUCCESS && returned > 0 && result.state == CUBLAS_STATUS_SUCCESS;
   if (!found_algo && epi != CUBLASLT_EPILOGUE_DEFAULT) {
-    // Fusing the epilogue is an optimisation: remember that it is not available here.
+    // Fusing the epilogue (bias or bias gradient) is an optimisation: remember that it is not
+    // available here; the caller then runs the plain GEMM and makes the vector another way.
     gemm_plans_.emplace(key, nullptr);
     return nullptr;
   }
@@ -227,26 +240,31 @@ const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const vo
 }
 
 bool CudaBackend::matmul(int m, int n, int k, bool transa, bool transb, const void* A, const void* B, DType ab_dtype,
-                         void* D, DType d_dtype, const void* bias, float beta) {
+                         void* D, DType d_dtype, const void* bias, float beta, float* bias_grad) {
   if (options_.gemm == GemmKernel::Tiled) {  // --gemm tiled: every GEMM, the bias always fused
+    if (bias_grad) return false;             // it has no bias-gradient epilogue: the caller sums
     tiled_gemm(m, n, k, transa, transb, A, B, ab_dtype, D, d_dtype, bias, beta, stream_);
     return true;
   }
   const cudaDataType_t ab_type = cuda_data_type(ab_dtype), d_type = cuda_data_type(d_dtype);
-  const int epilogue = bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
+  const int epilogue = bias        ? CUBLASLT_EPILOGUE_BIAS
+                       : bias_grad ? CUBLASLT_EPILOGUE_BGRADB
+                                   : CUBLASLT_EPILOGUE_DEFAULT;
+  const void* vector = bias ? bias : bias_grad;  // the epilogue's bias pointer, read or written
   const int alignment = std::min({pointer_alignment(A), pointer_alignment(B), pointer_alignment(D)});
-  const GemmKey key{m, n, k, transa ? 1 : 0, transb ? 1 : 0, epilogue, alignment, bias ? pointer_alignment(bias) : 0,
+  const GemmKey key{m, n, k, transa ? 1 : 0, transb ? 1 : 0, epilogue, alignment, vector ? pointer_alignment(vector) : 0,
                     static_cast<int>(ab_type), static_cast<int>(d_type)};
-  const GemmPlan* plan = gemm_plan(key, bias);
-  if (!plan) return false;  // only for a bias epilogue: the caller adds the bias another way
+  const GemmPlan* plan = gemm_plan(key, vector);
+  if (!plan) return false;  // only for an epilogue: the caller makes the bias (gradient) another way
   if (plan->tiled) {
     tiled_gemm(m, n, k, transa, transb, A, B, ab_dtype, D, d_dtype, nullptr, beta, stream_);
     return true;
   }
   // The bias pointer differs per layer while the plan is shared: set it for this call (the
   // descriptor is read when the matmul is enqueued, so this is safe during graph capture too).
-  if (bias)
-    CUBLAS_CHECK(cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)));
+  if (vector)
+    CUBLAS_CHECK(
+        cublasLtMatmulDescSetAttribute(plan->desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &vector, sizeof(vector)));
   const float alpha = 1.0f;  // host scalars (the default pointer mode, scale type fp32), read at enqueue time
   // beta = 0: D is not read (it may hold anything, NaN included); C = D: in place when beta = 1.
   CUBLAS_CHECK(cublasLtMatmul(lt_, plan->desc, &alpha, A, plan->a, B, plan->b, &beta, D, plan->c, D, plan->c,
@@ -256,23 +274,23 @@ bool CudaBackend::matmul(int m, int n, int k, bool transa, bool transb, const vo
 
 namespace {
 
-// in (rows, cols) row-major, any float storage type In -> out (ceil(rows / rows_per_chunk), cols)
-// fp32: out[j][c] is the fp32 sum of in[r][c] over the rows r of chunk j, added in increasing r;
-// with `accumulate` it is added to out instead of stored.
-// Decomposition: one thread per (column, chunk); blockIdx.y is the chunk, and the threads of
-// a block take consecutive columns, so every row read is coalesced. No atomics: each output
-// element has exactly one writer, and its sum has a fixed order, so results are the same
-// bits on every run.
+// in (rows, cols) row-major, any float storage type In -> out (cols) fp32: out[c] is the fp32
+// sum of in[r][c] over r = 0, 1, ..., rows-1 in that order, the CPU backend's order, so the
+// same bits; with `accumulate` it is added to out (one rounding more, as on the CPU) instead
+// of stored. It makes the bias gradient when the dW GEMM's epilogue cannot (ParamGrads::Add,
+// --gemm tiled, no cuBLASLt algorithm).
+// Decomposition: one thread per column, the 32 threads of a block on consecutive columns, so
+// every row read is coalesced; small blocks spread a narrow matrix (128 columns: 4 blocks) over
+// several SMs. One launch, no atomics, no scratch: each output has exactly one writer, and its
+// sum a fixed order, so results are the same bits on every run. Each thread walks all `rows`
+// serially: latency-bound for long token counts, the price of one launch in the token order.
 template <typename In>
-__global__ void column_sums_kernel(float* out, const In* in, int rows, int cols, int rows_per_chunk, bool accumulate) {
+__global__ void column_sums_kernel(float* out, const In* in, int rows, int cols, bool accumulate) {
   const int col = blockIdx.x * blockDim.x + threadIdx.x;
   if (col >= cols) return;
-  const int chunk = blockIdx.y;
-  const int64_t begin = static_cast<int64_t>(chunk) * rows_per_chunk;
-  const int64_t end = begin + rows_per_chunk < rows ? begin + rows_per_chunk : rows;
   float sum = 0.0f;
-  for (int64_t r = begin; r < end; ++r) sum += to_float(in[r * cols + col]);
-  float* dst = out + static_cast<int64_t>(chunk) * cols + col;
+  for (int64_t r = 0; r < rows; ++r) sum += to_float(in[r * cols + col]);
+  float* dst = out + col;
   if (accumulate)
     *dst += sum;
   else
@@ -280,13 +298,20 @@ __global__ void column_sums_kernel(float* out, const In* in, int rows, int cols,
 }
 
 template <typename In>
-void launch_column_sums(float* out, const In* in, int rows, int cols, int rows_per_chunk, bool accumulate,
-                        cudaStream_t stream) {
-  const int threads = 128;
-  const dim3 grid(static_cast<unsigned int>(ceil_div(cols, threads)),
-                  static_cast<unsigned int>(ceil_div(rows, rows_per_chunk)));
-  column_sums_kernel<In><<<grid, threads, 0, stream>>>(out, in, rows, cols, rows_per_chunk, accumulate);
+void launch_column_sums(float* out, const In* in, int rows, int cols, bool accumulate, cudaStream_t stream) {
+  const int threads = 32;
+  column_sums_kernel<In><<<static_cast<unsigned int>(ceil_div(cols, threads)), threads, 0, stream>>>(out, in, rows, cols,
+                                                                                                      accumulate);
   CUDA_CHECK(cudaGetLastError());
+}
+
+// Whether to ask cuBLASLt for a vector epilogue (a bias or its gradient) at all: not for a vector
+// that is not 16-byte aligned (parameters are packed without padding in the flat buffer, so a
+// bias is aligned only when the sizes before it are multiples of 16 bytes) nor for a GEMM with
+// a dimension of 1 (where cuBLASLt's bias epilogue has been known to refuse). cuBLASLt may still
+// decline; the caller then makes the vector's part another way.
+bool vector_epilogue_worth_asking(const void* vector, int m, int n, int k) {
+  return reinterpret_cast<uintptr_t>(vector) % 16 == 0 && m > 1 && n > 1 && k > 1;
 }
 
 // bias (O) -> out (N,O): every row of out set to the bias (the same storage type: a copy)
@@ -309,19 +334,15 @@ void CudaBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor b
   const DType type = dtype;  // A, B, C, D and the bias alike
   const void* b = bias.data;
   // out^T (O,N) = op_T(W^T (I,O)) inp^T (I,N) [+ b]; see the derivation at the top.
-  // The bias goes into the GEMM's epilogue when cuBLASLt can fuse it. It is not asked to for a
-  // bias that is not 16-byte aligned (parameters are packed without padding in the flat
-  // buffer, so a bias is aligned only when the sizes before it are multiples of 16 bytes) or
-  // a dimension of 1 (where cuBLASLt's bias epilogue has been known to refuse), and it may
-  // decline. Then we do as the CPU backend does: fill out with the bias and let the GEMM add
-  // onto it (beta = 1; C = D is read in its storage type, and the sum rounded once). The
-  // tiled GEMM (--gemm tiled) fuses any bias.
+  // The bias goes into the GEMM's epilogue when cuBLASLt can fuse it (vector_epilogue_worth_asking
+  // says when it is asked to). Otherwise we do as the CPU backend does: fill out with the bias
+  // and let the GEMM add onto it (beta = 1; C = D is read in its storage type, and the sum
+  // rounded once). The tiled GEMM (--gemm tiled) fuses any bias.
   if (!b) {
     matmul(O, N, I, /*transa=*/true, /*transb=*/false, weight.data, inp.data, type, out.data, type, nullptr, 0.0f);
     return;
   }
-  const bool try_epilogue = options_.gemm == GemmKernel::Tiled ||
-                            (reinterpret_cast<uintptr_t>(b) % 16 == 0 && N > 1 && O > 1 && I > 1);
+  const bool try_epilogue = options_.gemm == GemmKernel::Tiled || vector_epilogue_worth_asking(b, O, N, I);
   if (try_epilogue && matmul(O, N, I, true, false, weight.data, inp.data, type, out.data, type, b, 0.0f)) return;
   dispatch_storage(dtype, [&](auto storage) {
     using S = decltype(storage);
@@ -333,7 +354,9 @@ void CudaBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor b
 }
 
 // dout (N,O) -> dinp (N,I) = dout W (skipped when null; InputGrad::Add: added to dinp),
-// dweight (O,I) = dout^T inp, dbias (O) = column sums of dout (written or added: grads)
+// dweight (O,I) = dout^T inp, dbias (O) = column sums of dout (both written or added: grads).
+// Work enqueued: the dinp GEMM (when dinp is given) and the dW GEMM, which also writes dbias
+// in ParamGrads::Write when cuBLASLt fuses the BGRADB epilogue; otherwise one column-sum launch.
 void CudaBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                                   ParamGrads grads, InputGrad input) {
   const int N = static_cast<int>(inp.shape[0]), I = static_cast<int>(inp.shape[1]);
@@ -348,31 +371,19 @@ void CudaBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Ten
     matmul(I, N, O, false, false, weight.data, dout.data, type, dinp.data, type, nullptr,
            input == InputGrad::Add ? 1.0f : 0.0f);
   // dW^T (I,O) = inp^T (I,N) op_T(dout^T (O,N)), written or accumulated in place: 16-bit (or
-  // fp32) inputs, fp32 accumulation into the fp32 gradient
-  matmul(I, O, N, false, true, inp.data, dout.data, type, dw, DType::F32, nullptr, add ? 1.0f : 0.0f);
+  // fp32) inputs, fp32 accumulation into the fp32 gradient. Written: dbias from the same GEMM
+  // (BGRADB epilogue: dout summed over the tokens, k = N) when cuBLASLt fuses it.
+  const bool write_bias_grad_in_gemm = db && grads == ParamGrads::Write && vector_epilogue_worth_asking(db, I, O, N);
+  const bool bias_grad_done =
+      write_bias_grad_in_gemm && matmul(I, O, N, false, true, inp.data, dout.data, type, dw, DType::F32, nullptr, 0.0f, db);
+  if (!bias_grad_done)
+    matmul(I, O, N, false, true, inp.data, dout.data, type, dw, DType::F32, nullptr, add ? 1.0f : 0.0f);
 
-  if (db) {
-    // Column sums of dout in two deterministic passes: partial sums over chunks of rows into
-    // reduce_scratch_ (chunks, O), then the chunks summed in order and added to dbias. Chunks
-    // of 32 rows give N/32 x O threads in the first pass; fewer, longer chunks when the
-    // scratch or the grid's y-limit would overflow. Both passes sum in fp32.
-    const int64_t max_chunks =
-        std::min<int64_t>(65535, static_cast<int64_t>(kReduceScratchFloats) / std::max(O, 1));
-    int64_t rows_per_chunk = 32;
-    if (ceil_div(N, rows_per_chunk) > max_chunks) rows_per_chunk = ceil_div(N, std::max<int64_t>(max_chunks, 1));
-    const int64_t chunks = ceil_div(N, rows_per_chunk);
+  if (db && !bias_grad_done)  // column sums of dout in one deterministic launch, written or added
     dispatch_storage(dtype, [&](auto storage) {
       using S = decltype(storage);
-      const S* d = dout.as<S>();
-      if (chunks <= 1 || max_chunks < 1) {
-        launch_column_sums(db, d, N, O, N, add, stream_);  // one pass, straight into dbias
-      } else {
-        launch_column_sums(reduce_scratch_, d, N, O, static_cast<int>(rows_per_chunk), false, stream_);
-        launch_column_sums(db, static_cast<const float*>(reduce_scratch_), static_cast<int>(chunks), O,
-                           static_cast<int>(chunks), add, stream_);
-      }
+      launch_column_sums(db, dout.as<S>(), N, O, add, stream_);
     });
-  }
 }
 
 }  // namespace tt
