@@ -13,6 +13,7 @@ namespace tt {
 
 constexpr size_t kCudaGemmWorkspaceBytes = size_t{32} << 20;  // cuBLASLt workspace
 constexpr size_t kCudaReduceScratchFloats = size_t{1} << 22;  // deterministic reductions
+constexpr size_t kCudaReduceCounters = 64;                    // last-block counters (int32)
 constexpr size_t kCudaMaxStagingBytes = size_t{64} << 20;     // pinned host staging, at most
 
 struct WorkspaceItem {
@@ -28,6 +29,7 @@ inline std::vector<WorkspaceItem> cuda_workspaces(size_t largest_copy, size_t at
   std::vector<WorkspaceItem> items = {
       {"cuBLASLt workspace", kCudaGemmWorkspaceBytes, true},
       {"reduction scratch", kCudaReduceScratchFloats * sizeof(float), true},
+      {"reduction counters", kCudaReduceCounters * sizeof(int), true},
       {"staging (pinned host)", largest_copy < kCudaMaxStagingBytes ? largest_copy : kCudaMaxStagingBytes, false}};
   if (attention_floats > 0) items.push_back({"attention fp32 work", attention_floats * sizeof(float), true});
   return items;

@@ -1378,6 +1378,330 @@ TEST_F(CudaTest, LinearBackwardWritingGradientsEnqueuesOnlyItsTwoGemms) {
 }
 #endif  // TINYTRAIN_HAVE_SIMT
 
+// ============================== the fused kernels of the training step ==============================
+// dropout + residual + LayerNorm (forward), the LayerNorm backward with the gradients that meet
+// at the norm (one launch, the last block reducing the parameter gradients), activation +
+// dropout (forward and backward). `tinytrain ops check` compares them with the CPU at the
+// workload's shapes; here: the aliasing the contract allows, a grid of many blocks, a replay
+// (the last-block counter resets), and bitwise equality with the unfused CUDA ops they replace.
+
+// ---- against the CPU backend ----
+std::vector<CaseSpec> fused_cases(DType act) {
+  std::vector<CaseSpec> specs;
+  // forward: res_out (N,C) = residual + dropout(branch), ln_out = layernorm(res_out)
+  struct Forward {
+    int N, C;
+    float p;
+    bool res_out_aliases_branch, norm;
+  };
+  for (Forward f : {Forward{67, 52, 0.1f, true, true}, Forward{300, 128, 0.1f, false, true},
+                    Forward{13, 37, 0.0f, true, false}, Forward{13, 37, 0.5f, false, false}}) {
+    const std::string name = "fused_dropout_residual_layernorm_N" + std::to_string(f.N) + "_C" + std::to_string(f.C) +
+                             "_p" + num(f.p) + (f.res_out_aliases_branch ? "_res_out_aliases_branch" : "") +
+                             (f.norm ? "" : "_no_norm");
+    specs.push_back({name + dtype_suffix(act), [f, act] {
+                       OpCase c(act);
+                       const int step = c.scalar_i32("step", 11, false);
+                       const int residual = c.input("residual", {f.N, f.C}, 51, -2.0f, 2.0f);
+                       // a dropped, scaled add: the same two roundings on both backends
+                       const int branch = f.res_out_aliases_branch
+                                              ? c.inout("branch (= res_out)", {f.N, f.C},
+                                                        test::random_floats(f.N * f.C, 52, -2.0f, 2.0f), kElementwiseTol)
+                                              : c.input("branch", {f.N, f.C}, 52, -2.0f, 2.0f);
+                       const int res_out = f.res_out_aliases_branch ? branch : c.output("res_out", {f.N, f.C}, kElementwiseTol);
+                       const int w = c.input("weight", {f.C}, 53, 0.5f, 1.5f);
+                       const int b = c.input("bias", {f.C}, 54);
+                       // as layernorm_forward: C-term mean and variance, then one scale per element
+                       const int out = f.norm ? c.output("ln_out", {f.N, f.C}, reduction_tol(2 * f.C)) : c.absent("ln_out");
+                       const int mean = f.norm ? c.output_f32("mean", {f.N}, reduction_tol(f.C)) : c.absent("mean");
+                       const int rstd = f.norm ? c.output_f32("rstd", {f.N}, reduction_tol(2 * f.C)) : c.absent("rstd");
+                       const float drop = f.p;
+                       c.run = [=](Backend& be, const std::vector<Tensor>& v) {
+                         DropoutMask mask = mask_at(v, step, drop, 0x5eedull, 1, DropoutSite::AttentionOutput);
+                         mask.index_offset = 6;  // a micro-batch's rows: groups of four straddle the rows
+                         be.dropout_residual_layernorm_forward(v[res_out], v[out], v[mean], v[rstd], v[residual], v[branch],
+                                                               v[w], v[b], 1e-5f, mask);
+                       };
+                       return c;
+                     }});
+  }
+  // backward: dinp = layernorm_backward(dout + dout2) + dskip, dbranch = dropout(dinp)
+  enum class Alias { None, Dout, Dout2 };
+  struct Backward {
+    int N, C;
+    bool dout2, dskip, dbranch;
+    Alias alias;
+    ParamGrads grads;
+  };
+  // N = 300: 10 blocks of 32 rows, so the last block adds 10 partials
+  for (Backward k : {Backward{67, 52, true, false, true, Alias::Dout, ParamGrads::Add},
+                     Backward{67, 52, true, false, true, Alias::Dout2, ParamGrads::Write},
+                     Backward{300, 128, true, false, true, Alias::None, ParamGrads::Write},
+                     Backward{300, 128, false, true, true, Alias::Dout, ParamGrads::Add},
+                     Backward{3, 37, false, true, false, Alias::None, ParamGrads::Write}}) {
+    const char* alias = k.alias == Alias::Dout ? "_dinp_aliases_dout" : k.alias == Alias::Dout2 ? "_dinp_aliases_dout2" : "";
+    const std::string name = "fused_layernorm_residual_dropout_backward_N" + std::to_string(k.N) + "_C" +
+                             std::to_string(k.C) + (k.dout2 ? "_dout2" : "") + (k.dskip ? "_dskip" : "") +
+                             (k.dbranch ? "_dbranch" : "") + alias +
+                             (k.grads == ParamGrads::Add ? "_add" : "_write");
+    specs.push_back({name + dtype_suffix(act), [k, act] {
+                       OpCase c(act);
+                       const int step = c.scalar_i32("step", 11, false);
+                       const int x = c.input("inp", {k.N, k.C}, 61, -2.0f, 3.0f);
+                       const int w = c.input("weight", {k.C}, 62, 0.5f, 1.5f);
+                       const int b = c.input("bias", {k.C}, 63);
+                       const int out = c.scratch("out", {k.N, k.C});
+                       const int mean = c.output_f32("mean", {k.N}, -1.0);
+                       const int rstd = c.output_f32("rstd", {k.N}, -1.0);
+                       // as layernorm_backward, plus one add before (dout2) or after (dskip) the
+                       // norm's 3C-term combination, and one scale (dbranch)
+                       const double dinp_tol = reduction_tol(3 * k.C + 1);
+                       const int dout = k.alias == Alias::Dout
+                                            ? c.inout("dout (= dinp)", {k.N, k.C}, test::random_floats(k.N * k.C, 64), dinp_tol)
+                                            : c.input("dout", {k.N, k.C}, 64);
+                       const int dout2 = !k.dout2 ? c.absent("dout2")
+                                         : k.alias == Alias::Dout2
+                                             ? c.inout("dout2 (= dinp)", {k.N, k.C}, test::random_floats(k.N * k.C, 65), dinp_tol)
+                                             : c.input("dout2", {k.N, k.C}, 65);
+                       const int dskip = k.dskip ? c.input("dskip", {k.N, k.C}, 66) : c.absent("dskip");
+                       const int dx = k.alias == Alias::Dout    ? dout
+                                      : k.alias == Alias::Dout2 ? dout2
+                                                                : c.output("dinp", {k.N, k.C}, dinp_tol);
+                       const int dbranch = k.dbranch ? c.output("dbranch", {k.N, k.C}, dinp_tol) : c.absent("dbranch");
+                       const int dw = c.grad("dweight", {k.C}, 67, reduction_tol(k.N + k.C + 2));
+                       const int db = c.grad("dbias", {k.C}, 68, reduction_tol(k.N + 2));
+                       const ParamGrads grads = k.grads;
+                       c.run = [=](Backend& be, const std::vector<Tensor>& v) {
+                         be.layernorm_forward(v[out], v[mean], v[rstd], v[x], v[w], v[b], 1e-5f);
+                         DropoutMask mask = mask_at(v, step, 0.1f, 0x5eedull, 1, DropoutSite::FfnOutput);
+                         mask.index_offset = 6;
+                         be.layernorm_residual_dropout_backward(v[dx], v[dbranch], v[dw], v[db], v[dout], v[dout2], v[dskip],
+                                                                v[x], v[w], v[mean], v[rstd], mask, grads);
+                       };
+                       return c;
+                     }});
+  }
+  // activation + dropout: out = dropout(act(inp)) in place; dinp = act'(inp) dropout(dout) in place
+  for (Activation a : {Activation::Relu, Activation::Gelu}) {
+    for (int64_t n : {int64_t{5}, int64_t{4099}}) {
+      const std::string name = std::string("fused_") + (a == Activation::Relu ? "relu" : "gelu") + "_dropout_n" +
+                               std::to_string(n) + "_in_place";
+      specs.push_back({name + dtype_suffix(act), [a, n, act] {
+                         OpCase c(act);
+                         const int step = c.scalar_i32("step", 11, false);
+                         const int pre = c.input("pre-activation", {n}, 71, -3.0f, 3.0f);
+                         // act, one rounding, one scale: elementwise (erff/expf ulps for GELU)
+                         const int x = c.inout("inp (= out)", {n}, test::random_floats(n, 71, -3.0f, 3.0f), kElementwiseTol);
+                         const int dout = c.inout("dout (= dinp)", {n}, test::random_floats(n, 72), kElementwiseTol);
+                         c.run = [=](Backend& be, const std::vector<Tensor>& v) {
+                           DropoutMask mask = mask_at(v, step, 0.1f, 0x5eedull, 1, DropoutSite::FfnHidden);
+                           mask.index_offset = 3;
+                           be.activation_dropout_forward(v[x], v[x], a, mask);
+                           be.activation_dropout_backward(v[dout], v[dout], v[pre], a, mask);
+                         };
+                         return c;
+                       }});
+    }
+  }
+  return specs;
+}
+
+std::vector<CaseSpec> all_fused_cases() {
+  std::vector<CaseSpec> all;
+  for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+    const std::vector<CaseSpec> specs = fused_cases(act);
+    all.insert(all.end(), specs.begin(), specs.end());
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(FusedOps, CudaOps, ::testing::ValuesIn(all_fused_cases()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
+
+// ---- against the unfused CUDA ops, bit for bit ----
+
+// Device tensors for the bitwise tests: uploaded values (rounded to the dtype), read back
+// widened to fp32; freed with the object.
+class DeviceTensors {
+ public:
+  explicit DeviceTensors(Backend& backend) : backend_(backend), memory_(backend) {}
+  Tensor upload(DType dtype, Shape shape, const std::vector<float>& values) {
+    Tensor t{memory_.allocate(Tensor{nullptr, dtype, shape}.bytes()), dtype, shape};
+    write(t, values);
+    return t;
+  }
+  Tensor random(DType dtype, Shape shape, uint32_t seed, float lo = -1.0f, float hi = 1.0f) {
+    return upload(dtype, shape, test::random_floats(shape.numel(), seed, lo, hi));
+  }
+  Tensor nan(DType dtype, Shape shape) {
+    return upload(dtype, shape, std::vector<float>(shape.numel(), std::numeric_limits<float>::quiet_NaN()));
+  }
+  Tensor step(int32_t value) {
+    Tensor t{memory_.allocate(sizeof(int32_t)), DType::I32, Shape{1}};
+    backend_.copy_to_device(t.data, &value, sizeof(int32_t));
+    return t;
+  }
+  void write(Tensor t, const std::vector<float>& values) {
+    if (is_16bit(t.dtype)) {
+      const test::HalfBuffer stored = test::half_of(t.dtype, values);
+      backend_.copy_to_device(t.data, stored.bits.data(), t.bytes());
+    } else {
+      backend_.copy_to_device(t.data, values.data(), t.bytes());
+    }
+  }
+  std::vector<float> read(Tensor t) {
+    if (is_16bit(t.dtype)) {
+      test::HalfBuffer stored{t.dtype, std::vector<uint16_t>(t.numel())};
+      backend_.copy_to_host(stored.bits.data(), t.data, t.bytes());
+      return stored.values();
+    }
+    std::vector<float> v(t.numel());
+    backend_.copy_to_host(v.data(), t.data, t.bytes());
+    return v;
+  }
+
+ private:
+  Backend& backend_;
+  Allocations memory_;
+};
+
+DropoutMask mask_with_step(const Tensor& step, float p, DropoutSite site) {
+  DropoutMask mask{p, 0x5eedull, static_cast<const uint32_t*>(step.data), 1, site};
+  mask.index_offset = 6;
+  return mask;
+}
+
+// N = 67 rows of C = 52: a partial last block and a partial last lap of every row.
+TEST_F(CudaTest, FusedDropoutResidualLayernormIsBitwiseTheUnfusedOps) {
+  const int N = 67, C = 52;
+  for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+    const std::string what = std::string("fused forward ") + dtype_name(act) + " ";
+    DeviceTensors t(*cuda);
+    const DropoutMask mask = mask_with_step(t.step(11), 0.1f, DropoutSite::AttentionOutput);
+    const Tensor residual = t.random(act, {N, C}, 1, -2.0f, 2.0f), branch = t.random(act, {N, C}, 2, -2.0f, 2.0f);
+    const Tensor w = t.random(act, {C}, 3, 0.5f, 1.5f), b = t.random(act, {C}, 4);
+    Tensor res[2], ln[2], mean[2], rstd[2];
+    for (int i = 0; i < 2; ++i) {
+      res[i] = t.nan(act, {N, C});
+      ln[i] = t.nan(act, {N, C});
+      mean[i] = t.nan(DType::F32, {N});
+      rstd[i] = t.nan(DType::F32, {N});
+    }
+    cuda->dropout_residual_layernorm_forward(res[0], ln[0], mean[0], rstd[0], residual, branch, w, b, 1e-5f, mask);
+    cuda->dropout_forward(res[1], branch, mask);
+    cuda->residual_forward(res[1], residual, res[1]);
+    cuda->layernorm_forward(ln[1], mean[1], rstd[1], res[1], w, b, 1e-5f);
+    test::expect_bitwise_equal(what + "res_out", t.read(res[0]), t.read(res[1]));
+    test::expect_bitwise_equal(what + "ln_out", t.read(ln[0]), t.read(ln[1]));
+    test::expect_bitwise_equal(what + "mean", t.read(mean[0]), t.read(mean[1]));
+    test::expect_bitwise_equal(what + "rstd", t.read(rstd[0]), t.read(rstd[1]));
+  }
+}
+
+// The fused backward against the default's sequence of CUDA ops (residual_forward,
+// layernorm_backward, residual_forward, dropout_backward), post-norm and pre-norm. The plain
+// layernorm_backward runs the same kernel, so the parameter gradients agree bit for bit too.
+TEST_F(CudaTest, FusedLayernormResidualDropoutBackwardIsBitwiseTheUnfusedOps) {
+  const int N = 300, C = 52;
+  for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+    for (bool post_norm : {true, false}) {
+      const std::string what = std::string("fused backward ") + dtype_name(act) + (post_norm ? " post-norm " : " pre-norm ");
+      DeviceTensors t(*cuda);
+      const DropoutMask mask = mask_with_step(t.step(11), 0.1f, DropoutSite::FfnOutput);
+      const Tensor x = t.random(act, {N, C}, 1, -2.0f, 3.0f), w = t.random(act, {C}, 2, 0.5f, 1.5f),
+                   b = t.random(act, {C}, 3), out = t.nan(act, {N, C});
+      const Tensor mean = t.nan(DType::F32, {N}), rstd = t.nan(DType::F32, {N});
+      cuda->layernorm_forward(out, mean, rstd, x, w, b, 1e-5f);
+      const Tensor dout = t.random(act, {N, C}, 4);
+      const Tensor dout2 = post_norm ? t.random(act, {N, C}, 5) : Tensor{};
+      const Tensor dskip = post_norm ? Tensor{} : t.random(act, {N, C}, 6);
+      Tensor dinp[2], dbranch[2], dw[2], db[2];
+      for (int i = 0; i < 2; ++i) {
+        dinp[i] = t.nan(act, {N, C});
+        dbranch[i] = t.nan(act, {N, C});
+        dw[i] = t.random(DType::F32, {C}, 7);  // ParamGrads::Add onto the same start
+        db[i] = t.random(DType::F32, {C}, 8);
+      }
+      cuda->layernorm_residual_dropout_backward(dinp[0], dbranch[0], dw[0], db[0], dout, dout2, dskip, x, w, mean, rstd,
+                                                mask, ParamGrads::Add);
+      cuda->Backend::layernorm_residual_dropout_backward(dinp[1], dbranch[1], dw[1], db[1], dout, dout2, dskip, x, w,
+                                                         mean, rstd, mask, ParamGrads::Add);
+      test::expect_bitwise_equal(what + "dinp", t.read(dinp[0]), t.read(dinp[1]));
+      test::expect_bitwise_equal(what + "dbranch", t.read(dbranch[0]), t.read(dbranch[1]));
+      test::expect_bitwise_equal(what + "dweight", t.read(dw[0]), t.read(dw[1]));
+      test::expect_bitwise_equal(what + "dbias", t.read(db[0]), t.read(db[1]));
+    }
+  }
+}
+
+TEST_F(CudaTest, FusedActivationDropoutIsBitwiseTheUnfusedOps) {
+  const int64_t n = 4099;
+  for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+    for (Activation a : {Activation::Relu, Activation::Gelu}) {
+      const std::string what = std::string("activation dropout ") + dtype_name(act) + (a == Activation::Relu ? " relu " : " gelu ");
+      DeviceTensors t(*cuda);
+      const DropoutMask mask = mask_with_step(t.step(11), 0.1f, DropoutSite::FfnHidden);
+      const Tensor pre = t.random(act, {n}, 1, -3.0f, 3.0f), dout = t.random(act, {n}, 2);
+      Tensor out[2], dinp[2];
+      for (int i = 0; i < 2; ++i) {
+        out[i] = t.nan(act, {n});
+        dinp[i] = t.nan(act, {n});
+      }
+      cuda->activation_dropout_forward(out[0], pre, a, mask);
+      cuda->activation_dropout_backward(dinp[0], dout, pre, a, mask);
+      cuda->Backend::activation_dropout_forward(out[1], pre, a, mask);
+      cuda->Backend::activation_dropout_backward(dinp[1], dout, pre, a, mask);
+      test::expect_bitwise_equal(what + "out", t.read(out[0]), t.read(out[1]));
+      test::expect_bitwise_equal(what + "dinp", t.read(dinp[0]), t.read(dinp[1]));
+    }
+  }
+}
+
+// ---- the last-block reduction: many blocks, run eagerly, then as a graph replayed twice ----
+// N = 1000 rows: 32 blocks of 32 rows (as the seed workload's 1024), each adding its partials.
+// The outputs are reset to NaN before each run, so a counter left unreset (no block would see
+// itself last, nothing would write dweight/dbias) shows as NaN in the second replay.
+TEST_F(CudaTest, FusedLayernormBackwardReplayedTwiceGivesTheSameBits) {
+  const int N = 1000, C = 128;
+  for (DType act : {DType::F32, DType::BF16}) {
+    const std::string what = std::string("replayed backward ") + dtype_name(act) + " ";
+    DeviceTensors t(*cuda);
+    const DropoutMask mask = mask_with_step(t.step(11), 0.1f, DropoutSite::FfnOutput);
+    const Tensor x = t.random(act, {N, C}, 1, -2.0f, 3.0f), w = t.random(act, {C}, 2, 0.5f, 1.5f),
+                 b = t.random(act, {C}, 3), out = t.nan(act, {N, C});
+    const Tensor mean = t.nan(DType::F32, {N}), rstd = t.nan(DType::F32, {N});
+    cuda->layernorm_forward(out, mean, rstd, x, w, b, 1e-5f);
+    const Tensor dout = t.random(act, {N, C}, 4), dout2 = t.random(act, {N, C}, 5);
+    const Tensor dinp = t.nan(act, {N, C}), dbranch = t.nan(act, {N, C});
+    const Tensor dw = t.nan(DType::F32, {C}), db = t.nan(DType::F32, {C});
+    auto backward = [&] {
+      cuda->layernorm_residual_dropout_backward(dinp, dbranch, dw, db, dout, dout2, Tensor{}, x, w, mean, rstd, mask,
+                                                ParamGrads::Write);
+    };
+    auto reset = [&] {
+      for (const Tensor& o : {dinp, dbranch, dw, db})
+        t.write(o, std::vector<float>(o.numel(), std::numeric_limits<float>::quiet_NaN()));
+    };
+    std::vector<std::vector<float>> runs[3];
+    backward();
+    runs[0] = {t.read(dinp), t.read(dbranch), t.read(dw), t.read(db)};
+    cuda->begin_capture();
+    backward();
+    cuda->end_capture();
+    for (int replay = 1; replay <= 2; ++replay) {
+      reset();
+      cuda->replay_graph();
+      runs[replay] = {t.read(dinp), t.read(dbranch), t.read(dw), t.read(db)};
+    }
+    const char* names[] = {"dinp", "dbranch", "dweight", "dbias"};
+    for (int replay = 1; replay <= 2; ++replay)
+      for (int k = 0; k < 4; ++k)
+        test::expect_bitwise_equal(what + names[k] + " replay " + std::to_string(replay), runs[replay][k], runs[0][k]);
+    const bool finite = std::all_of(runs[0][2].begin(), runs[0][2].end(), [](float v) { return std::isfinite(v); });
+    EXPECT_TRUE(finite) << what << "dweight was not written";
+  }
+}
+
 #endif  // TINYTRAIN_HAVE_CUDA_BACKEND
 
 }  // namespace

@@ -123,6 +123,11 @@ class CudaBackend final : public Backend {
   // order by a second kernel): any op may use it within one call, since ops run in order.
   static constexpr size_t kReduceScratchFloats = kCudaReduceScratchFloats;  // kernels/workspace.h
   float* reduce_scratch_ = nullptr;
+  // Counters of the single-launch reductions ("the last block to finish adds the partials",
+  // layernorm.cu): zeroed once at allocation; a kernel that counts its finished blocks on one
+  // resets it to 0 in its last block, so the next launch (or graph replay) finds it at 0.
+  static constexpr size_t kReduceCounters = kCudaReduceCounters;  // kernels/workspace.h
+  unsigned int* reduce_counters_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* lt_workspace_ = nullptr;  // cuBLASLt workspace, allocated once
   size_t lt_workspace_bytes_ = 0;

@@ -2,8 +2,13 @@
 // kernels/cpu/layernorm.cpp: fp32 statistics, biased variance, rstd = 1/sqrt(var + eps).
 // Per-element expressions are written as the CPU writes them; only the row sums (warp
 // reductions) and column sums (two-level fixed-order reductions) differ in rounding order.
-// Deterministic: no atomics; the parameter gradients are reduced through per-block partial
-// sums in CudaBackend::reduce_scratch_ and a second kernel that adds them in a fixed order.
+// Deterministic: no float atomics; the parameter gradients are reduced through per-warp and
+// per-block partial sums in CudaBackend::reduce_scratch_, which the last block to finish
+// (an integer counter, CudaBackend::reduce_counters_) adds in block order: one launch.
+// The fused forms of the contract (kernels/backend.h) are one kernel each: dropout of the
+// branch, the residual add and the norm in the forward; the gradient sum, the norm's backward,
+// the skip gradient and the branch's dropout in the backward, with the roundings of the
+// unfused ops (each intermediate the default stores is rounded to S here too).
 // Storage: inp, out, weight, bias, dout and dinp are in the activation storage type S
 // (kernels/cuda/storage.cuh), loaded into fp32 and rounded on store; mean, rstd, dweight and
 // dbias are always F32, and every statistic and sum is computed in fp32.
@@ -16,6 +21,7 @@
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/common/half.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dropout_factor.cuh"
 #include "kernels/cuda/storage.cuh"
 #include "kernels/cuda/warp.cuh"
 
@@ -25,10 +31,9 @@ namespace {
 
 constexpr int kRowsPerBlock = 8;                 // row kernels: one warp per row
 constexpr int kRowThreads = kRowsPerBlock * kWarp;
-constexpr int kColumnsPerBlock = 32;             // column-sum kernel: 32 columns x 8 row lanes
-constexpr int kRowLanes = 8;
-constexpr int kMinRowsPerChunk = 64;             // rows one column-sum block covers, at least
-constexpr int kMaxChunks = 1024;                 // partial sums per column, at most
+constexpr int kMinRowsPerBlock = 32;             // backward: rows one block covers, at least
+constexpr int kMaxBackwardBlocks = 512;          // backward: blocks (partial sums per column), at most
+constexpr int kLayernormCounter = 0;             // its slot in CudaBackend::reduce_counters_
 
 
 // inp (N,C), weight (C), bias (C) -> out (N,C), mean (N), rstd (N)
@@ -61,93 +66,178 @@ __global__ void __launch_bounds__(kRowThreads)
   }
 }
 
-// Column partial sums for the parameter gradients.
-// dout (N,C), inp (N,C), mean (N), rstd (N) -> partial_dw (chunks,C), partial_db (chunks,C):
-// partial[y][c] = sum over rows of chunk y of dout*xhat (resp. dout).
-// Decomposition: grid (ceil(C/32), chunks), block 32x8: threadIdx.x picks the column (a warp reads
-// 32 consecutive floats of a row: coalesced), threadIdx.y strides the chunk's rows by 8; the 8
-// per-thread sums of a column are then added in order of threadIdx.y through shared memory.
-template <typename S>
-__global__ void __launch_bounds__(kColumnsPerBlock* kRowLanes)
-    layernorm_param_partials_kernel(float* __restrict__ partial_dw, float* __restrict__ partial_db,
-                                    const S* __restrict__ dout, const S* __restrict__ inp,
-                                    const float* __restrict__ mean, const float* __restrict__ rstd, int N, int C,
-                                    int rows_per_chunk) {
-  __shared__ float sw_s[kRowLanes][kColumnsPerBlock];
-  __shared__ float sb_s[kRowLanes][kColumnsPerBlock];
-  const int c = blockIdx.x * kColumnsPerBlock + threadIdx.x;
-  const int row_begin = blockIdx.y * rows_per_chunk;
-  const int row_end = min(N, row_begin + rows_per_chunk);
-  float sw = 0.0f, sb = 0.0f;
-  if (c < C) {
-    for (int n = row_begin + threadIdx.y; n < row_end; n += kRowLanes) {
-      const int64_t i = static_cast<int64_t>(n) * C + c;
-      const float xhat = (to_float(inp[i]) - mean[n]) * rstd[n];
-      const float d = to_float(dout[i]);
-      sw += d * xhat;
-      sb += d;
-    }
-  }
-  sw_s[threadIdx.y][threadIdx.x] = sw;
-  sb_s[threadIdx.y][threadIdx.x] = sb;
-  __syncthreads();
-  if (threadIdx.y == 0 && c < C) {
-    float tw = sw_s[0][threadIdx.x], tb = sb_s[0][threadIdx.x];
-    for (int y = 1; y < kRowLanes; ++y) {
-      tw += sw_s[y][threadIdx.x];
-      tb += sb_s[y][threadIdx.x];
-    }
-    partial_dw[static_cast<int64_t>(blockIdx.y) * C + c] = tw;
-    partial_db[static_cast<int64_t>(blockIdx.y) * C + c] = tb;
-  }
-}
-
-// partial_dw (chunks,C), partial_db (chunks,C) -> dweight (C), dbias (C) written or added
-// Decomposition: one thread per column, adding the chunks' partials in chunk order (coalesced
-// across the threads of a warp).
-__global__ void layernorm_param_reduce_kernel(float* __restrict__ dweight, float* __restrict__ dbias,
-                                              const float* __restrict__ partial_dw,
-                                              const float* __restrict__ partial_db, int chunks, int C,
-                                              bool accumulate) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  float tw = 0.0f, tb = 0.0f;
-  for (int y = 0; y < chunks; ++y) {
-    tw += partial_dw[static_cast<int64_t>(y) * C + c];
-    tb += partial_db[static_cast<int64_t>(y) * C + c];
-  }
-  dweight[c] = accumulate ? dweight[c] + tw : tw;
-  dbias[c] = accumulate ? dbias[c] + tb : tb;
-}
-
-// dout (N,C), inp (N,C), weight (C), mean (N), rstd (N) -> dinp (N,C), which may alias dout.
-// dx = rstd (g - mean(g) - xhat mean(g xhat)) with g = dout*weight.
-// Decomposition: one warp per row (kRowsPerBlock rows per block); two warp sums, then each lane
-// rewrites the channels it read (read before write of every element: aliasing is safe).
+// residual (N,C), branch (N,C), weight (C), bias (C) -> res_out (N,C) = residual + dropout(branch);
+// when ln_out is not null, also ln_out (N,C), mean (N), rstd (N) = layernorm(res_out).
+// The roundings of dropout_forward, residual_forward, layernorm_forward in turn: the dropped
+// branch is rounded to S, the sum is taken in fp32 and rounded to S, and the norm reads the
+// stored (rounded) res_out row with layernorm_forward_kernel's expressions and order of sums,
+// so every output is bitwise the unfused ops'. Mask element of (row, c): index_offset + row*C + c.
+// Decomposition: as layernorm_forward_kernel, one warp per row; the lanes stride the row by
+// 32 channels at a time (warp-uniform laps: the dropout factors are shuffled across the warp).
+// res_out may alias branch: each lane reads an element before writing it; it is then read
+// back only by the lane that wrote it.
 template <typename S>
 __global__ void __launch_bounds__(kRowThreads)
-    layernorm_dinp_kernel(S* dinp, const S* dout, const S* __restrict__ inp, const S* __restrict__ weight,
-                          const float* __restrict__ mean, const float* __restrict__ rstd, int N, int C) {
+    dropout_residual_layernorm_forward_kernel(S* res_out, S* __restrict__ ln_out, float* __restrict__ mean,
+                                              float* __restrict__ rstd, const S* __restrict__ residual,
+                                              const S* branch, const S* __restrict__ weight,
+                                              const S* __restrict__ bias, int N, int C, float eps,
+                                              DropoutMask dropout) {
   const int lane = threadIdx.x % kWarp;
   const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
-  if (row >= N) return;
-  const S* x = inp + static_cast<int64_t>(row) * C;
-  const S* d = dout + static_cast<int64_t>(row) * C;
-  const float mu = mean[row], rs = rstd[row];
-  float mean_g = 0.0f, mean_gx = 0.0f;
-  for (int c = lane; c < C; c += kWarp) {
-    const float xhat = (to_float(x[c]) - mu) * rs;
-    const float g = to_float(d[c]) * to_float(weight[c]);
-    mean_g += g;
-    mean_gx += g * xhat;
+  if (row >= N) return;  // the whole warp: no block-level synchronisation below
+  const int64_t base = static_cast<int64_t>(row) * C;
+  const float p = dropout.p;
+  const DropoutKey key = p > 0.0f ? dropout.key() : DropoutKey{};  // p == 0: the identity, no step read
+  const float keep_scale = 1.0f / (1.0f - p);
+  S* x = res_out + base;
+  float sum = 0.0f;
+  for (int c0 = 0; c0 < C; c0 += kWarp) {
+    const int c = c0 + lane;
+    const float factor =
+        p > 0.0f ? warp_dropout_factor(key, dropout.index_offset + static_cast<uint64_t>(base + c0), p, keep_scale, lane)
+                 : 1.0f;
+    if (c < C) {
+      const float dropped = to_float(from_float<S>(to_float(branch[base + c]) * factor));  // dropout_forward
+      const S stored = from_float<S>(to_float(residual[base + c]) + dropped);               // residual_forward
+      x[c] = stored;
+      sum += to_float(stored);
+    }
   }
-  mean_g = warp_sum(mean_g) / C;
-  mean_gx = warp_sum(mean_gx) / C;
-  S* dx = dinp + static_cast<int64_t>(row) * C;
+  if (!ln_out) return;
+  // layernorm_forward_kernel on the stored row
+  const float m = warp_sum(sum) / C;
+  float var = 0.0f;
   for (int c = lane; c < C; c += kWarp) {
-    const float xhat = (to_float(x[c]) - mu) * rs;
-    dx[c] = from_float<S>(rs * (to_float(d[c]) * to_float(weight[c]) - mean_g - xhat * mean_gx));
+    const float xc = to_float(x[c]);
+    var += (xc - m) * (xc - m);
   }
+  const float r = 1.0f / sqrtf(warp_sum(var) / C + eps);
+  S* o = ln_out + base;
+  for (int c = lane; c < C; c += kWarp)
+    o[c] = from_float<S>((to_float(x[c]) - m) * r * to_float(weight[c]) + to_float(bias[c]));
+  if (lane == 0) {
+    mean[row] = m;
+    rstd[row] = r;
+  }
+}
+
+// The gradient that reaches the norm at element i: dout, or dout + dout2 rounded to S (what
+// residual_forward would store).
+template <typename S>
+__device__ __forceinline__ float norm_grad(const S* dout, const S* dout2, int64_t i) {
+  return dout2 ? to_float(from_float<S>(to_float(dout[i]) + to_float(dout2[i]))) : to_float(dout[i]);
+}
+
+// LayerNorm backward, with the fused op's extra terms (kernels/backend.h), in one launch:
+//   g = dout (+ dout2, rounded to S)                       dout2 optional
+//   dinp = rstd (g w - mean(g w) - xhat mean(g w xhat)), rounded to S, (+ dskip, rounded)
+//   dbranch = dinp * dropout factor, rounded               optional
+//   dweight = sum over rows of g xhat, dbias = sum of g    written or added (accumulate)
+// dout, dout2, dskip, inp (N,C), weight (C), mean (N), rstd (N) -> dinp (N,C), which may alias
+// dout or dout2 (not dskip); dbranch (N,C) or null; dweight (C), dbias (C) F32.
+// scratch: 2 * (9 * gridDim.x) * C floats; counter: 0 at launch, 0 again when the kernel ends.
+// Decomposition: block b covers rows [b * rows_per_block, (b+1) * rows_per_block), one warp per
+// row in turn (warp w takes rows w, w+8, ...). Each lane owns the channels c = lane (mod 32):
+//   1. per row: the two row sums (warp sums), the row's dinp / dbranch, and the lane's running
+//      column sums g xhat and g for its channels, kept in the warp's partial rows of scratch
+//      (rows in order: deterministic);
+//   2. the block adds its 8 warp partials in warp order into its block partial;
+//   3. each thread fences its writes, the block is counted (integer atomicAdd), and the block
+//      that counts last adds the block partials in block order (the same order whichever block
+//      finishes last) into dweight/dbias, and resets the counter for the next launch or replay.
+// Aliasing: in both row passes each lane reads element c of dout/dout2 before writing element c
+// of dinp, and no lane reads another lane's elements after the first pass.
+template <typename S>
+__global__ void __launch_bounds__(kRowThreads)
+    layernorm_backward_kernel(S* dinp, S* __restrict__ dbranch, float* __restrict__ dweight,
+                              float* __restrict__ dbias, float* scratch, unsigned int* counter, const S* dout,
+                              const S* dout2, const S* __restrict__ dskip, const S* __restrict__ inp,
+                              const S* __restrict__ weight, const float* __restrict__ mean,
+                              const float* __restrict__ rstd, int N, int C, int rows_per_block, bool accumulate,
+                              DropoutMask dropout) {
+  const int lane = threadIdx.x % kWarp;
+  const int warp = threadIdx.x / kWarp;
+  const int blocks = static_cast<int>(gridDim.x);
+  // scratch layout: warp partials of dweight (blocks*8, C), of dbias (blocks*8, C), then block
+  // partials of dweight (blocks, C) and of dbias (blocks, C)
+  const int64_t warp_rows = static_cast<int64_t>(blocks) * kRowsPerBlock;
+  float* warp_dw = scratch + (static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp) * C;
+  float* warp_db = warp_dw + warp_rows * C;
+  float* block_dw = scratch + 2 * warp_rows * C;
+  float* block_db = block_dw + static_cast<int64_t>(blocks) * C;
+
+  const float p = dbranch ? dropout.p : 0.0f;
+  const DropoutKey key = p > 0.0f ? dropout.key() : DropoutKey{};
+  const float keep_scale = 1.0f / (1.0f - p);
+
+  for (int c = lane; c < C; c += kWarp) {
+    warp_dw[c] = 0.0f;
+    warp_db[c] = 0.0f;
+  }
+  const int first_row = static_cast<int>(blockIdx.x) * rows_per_block;
+  const int row_end = min(N, first_row + rows_per_block);
+  for (int row = first_row + warp; row < row_end; row += kRowsPerBlock) {
+    const int64_t base = static_cast<int64_t>(row) * C;
+    const float mu = mean[row], rs = rstd[row];
+    float mean_g = 0.0f, mean_gx = 0.0f;
+    for (int c = lane; c < C; c += kWarp) {
+      const float xhat = (to_float(inp[base + c]) - mu) * rs;
+      const float g = norm_grad(dout, dout2, base + c);
+      const float gw = g * to_float(weight[c]);
+      mean_g += gw;
+      mean_gx += gw * xhat;
+      warp_dw[c] += g * xhat;
+      warp_db[c] += g;
+    }
+    mean_g = warp_sum(mean_g) / C;
+    mean_gx = warp_sum(mean_gx) / C;
+    for (int c0 = 0; c0 < C; c0 += kWarp) {  // warp-uniform laps: the dropout factors shuffle
+      const int c = c0 + lane;
+      const float factor =
+          p > 0.0f ? warp_dropout_factor(key, dropout.index_offset + static_cast<uint64_t>(base + c0), p, keep_scale, lane)
+                   : 1.0f;
+      if (c < C) {
+        const float xhat = (to_float(inp[base + c]) - mu) * rs;
+        const float g = norm_grad(dout, dout2, base + c);
+        S dx = from_float<S>(rs * (g * to_float(weight[c]) - mean_g - xhat * mean_gx));
+        if (dskip) dx = from_float<S>(to_float(dx) + to_float(dskip[base + c]));
+        dinp[base + c] = dx;
+        if (dbranch) dbranch[base + c] = from_float<S>(to_float(dx) * factor);
+      }
+    }
+  }
+  __syncthreads();  // the block's warp partials are written
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    const float* w_dw = scratch + static_cast<int64_t>(blockIdx.x) * kRowsPerBlock * C;
+    const float* w_db = w_dw + warp_rows * C;
+    float tw = 0.0f, tb = 0.0f;
+    for (int w = 0; w < kRowsPerBlock; ++w) {
+      tw += w_dw[static_cast<int64_t>(w) * C + c];
+      tb += w_db[static_cast<int64_t>(w) * C + c];
+    }
+    block_dw[static_cast<int64_t>(blockIdx.x) * C + c] = tw;
+    block_db[static_cast<int64_t>(blockIdx.x) * C + c] = tb;
+  }
+  __threadfence();  // this thread's block partials reach device memory before the block is counted
+  __syncthreads();  // every thread of the block has fenced its partials
+  __shared__ int last_block;
+  if (threadIdx.x == 0) last_block = atomicAdd(counter, 1u) == static_cast<unsigned int>(blocks - 1) ? 1 : 0;
+  __syncthreads();  // last_block is written
+  if (last_block != 1) return;
+  __threadfence();  // the other blocks' partials, fenced before they were counted, are read after the count
+  const volatile float* all_dw = block_dw;  // volatile: read from memory, not a stale cache line
+  const volatile float* all_db = block_db;
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float tw = 0.0f, tb = 0.0f;
+    for (int b = 0; b < blocks; ++b) {
+      tw += all_dw[static_cast<int64_t>(b) * C + c];
+      tb += all_db[static_cast<int64_t>(b) * C + c];
+    }
+    dweight[c] = accumulate ? dweight[c] + tw : tw;
+    dbias[c] = accumulate ? dbias[c] + tb : tb;
+  }
+  if (threadIdx.x == 0) *counter = 0u;  // ready for the next launch (a replayed graph launches again)
 }
 
 unsigned row_blocks(int N) { return static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock); }
@@ -170,68 +260,70 @@ void CudaBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor
   CUDA_CHECK(cudaGetLastError());
 }
 
-// dout (N,C) -> dinp (N,C) (may alias dout), dweight (C), dbias (C) written or added (grads)
-// The parameter gradients are reduced first: they read dout, which dinp may overwrite.
+// dout (N,C) -> dinp (N,C) (may alias dout), dweight (C), dbias (C) written or added (grads):
+// the fused backward's kernel without its optional terms (one launch).
 void CudaBackend::layernorm_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp,
                                      Tensor weight, Tensor mean, Tensor rstd, ParamGrads grads) {
+  layernorm_residual_dropout_backward(dinp, Tensor{}, dweight, dbias, dout, Tensor{}, Tensor{}, inp, weight, mean,
+                                      rstd, DropoutMask{}, grads);
+}
+
+// res_out = residual + dropout(branch); ln_out, mean, rstd = layernorm(res_out) (kernels/backend.h)
+// residual, branch, res_out (N,C), res_out may alias branch; ln_out (N,C) or no data; weight,
+// bias (C); mean, rstd (N) F32. One kernel.
+void CudaBackend::dropout_residual_layernorm_forward(Tensor res_out, Tensor ln_out, Tensor mean, Tensor rstd,
+                                                     Tensor residual, Tensor branch, Tensor weight, Tensor bias,
+                                                     float eps, const DropoutMask& dropout) {
+  const int N = static_cast<int>(residual.shape[0]), C = static_cast<int>(residual.shape[1]);
+  const DType dtype = shared_storage_dtype("dropout_residual_layernorm_forward",
+                                           {res_out, ln_out, residual, branch, weight, bias});
+  float* mu = ln_out.data ? mean.f32() : nullptr;  // statistics: F32 whatever the activations' storage
+  float* rs = ln_out.data ? rstd.f32() : nullptr;
+  if (N <= 0 || C <= 0) return;
+  dispatch_storage(dtype, [&](auto storage) {
+    using S = decltype(storage);
+    dropout_residual_layernorm_forward_kernel<S><<<row_blocks(N), kRowThreads, 0, stream_>>>(
+        res_out.as<S>(), data_or_null<S>(ln_out), mu, rs, residual.as<S>(), branch.as<S>(),
+        data_or_null<S>(weight), data_or_null<S>(bias), N, C, eps, dropout);
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+// dinp = layernorm_backward(dout + dout2) + dskip; dbranch = dropout_backward(dinp) (kernels/backend.h)
+// dout, dout2, dskip (N,C) -> dinp (N,C), may alias dout or dout2, not dskip; dbranch (N,C) or no
+// data; dweight (C), dbias (C) F32 written or added (grads). One kernel.
+void CudaBackend::layernorm_residual_dropout_backward(Tensor dinp, Tensor dbranch, Tensor dweight, Tensor dbias,
+                                                      Tensor dout, Tensor dout2, Tensor dskip, Tensor inp,
+                                                      Tensor weight, Tensor mean, Tensor rstd,
+                                                      const DropoutMask& branch_dropout, ParamGrads grads) {
   const int N = static_cast<int>(inp.shape[0]), C = static_cast<int>(inp.shape[1]);
-  const DType dtype = shared_storage_dtype("layernorm_backward", {dinp, dout, inp, weight});
+  const DType dtype =
+      shared_storage_dtype("layernorm_backward", {dinp, dbranch, dout, dout2, dskip, inp, weight});
   float* dw = dweight.f32();  // parameter gradients and statistics: F32
   float* db = dbias.f32();
   const float* mu = mean.f32();
   const float* rs = rstd.f32();
   if (N <= 0 || C <= 0) return;
 
-  // Row chunks: enough blocks to fill the GPU, at most kMaxChunks partials per column, and
-  // 2 * chunks * C floats must fit the scratch (more rows per chunk when they would not).
-  const int64_t max_chunks_by_scratch = static_cast<int64_t>(kReduceScratchFloats / (2 * static_cast<size_t>(C)));
-  if (max_chunks_by_scratch < 1)
+  // Blocks of at least kMinRowsPerBlock rows, at most kMaxBackwardBlocks of them, and the
+  // partials (9 rows of 2 * C floats per block: 8 warps' and the block's) must fit the scratch.
+  const int64_t scratch_per_block = 2 * (kRowsPerBlock + 1) * static_cast<int64_t>(C);
+  const int64_t max_blocks =
+      std::min<int64_t>(kMaxBackwardBlocks, static_cast<int64_t>(kReduceScratchFloats) / scratch_per_block);
+  if (max_blocks < 1)
     throw std::runtime_error("layernorm_backward: C = " + std::to_string(C) +
                              " needs more reduction scratch than the backend holds");
-  const int64_t max_chunks = std::min<int64_t>(kMaxChunks, max_chunks_by_scratch);
-  int64_t rows_per_chunk = kMinRowsPerChunk;
-  if ((N + rows_per_chunk - 1) / rows_per_chunk > max_chunks) rows_per_chunk = (N + max_chunks - 1) / max_chunks;
-  const int chunks = static_cast<int>((N + rows_per_chunk - 1) / rows_per_chunk);  // <= max_chunks
-  float* partial_dw = reduce_scratch_;
-  float* partial_db = reduce_scratch_ + static_cast<size_t>(chunks) * C;
-
-  const dim3 grid((C + kColumnsPerBlock - 1) / kColumnsPerBlock, chunks);
-  const dim3 block(kColumnsPerBlock, kRowLanes);
-  constexpr int kReduceThreads = 256;
+  int64_t rows_per_block = kMinRowsPerBlock;
+  if ((N + rows_per_block - 1) / rows_per_block > max_blocks) rows_per_block = (N + max_blocks - 1) / max_blocks;
+  const int blocks = static_cast<int>((N + rows_per_block - 1) / rows_per_block);  // <= max_blocks
   dispatch_storage(dtype, [&](auto storage) {
     using S = decltype(storage);
-    layernorm_param_partials_kernel<S><<<grid, block, 0, stream_>>>(partial_dw, partial_db, dout.as<S>(),
-                                                                    inp.as<S>(), mu, rs, N, C,
-                                                                    static_cast<int>(rows_per_chunk));
-    CUDA_CHECK(cudaGetLastError());
-    layernorm_param_reduce_kernel<<<(C + kReduceThreads - 1) / kReduceThreads, kReduceThreads, 0, stream_>>>(
-        dw, db, partial_dw, partial_db, chunks, C, grads == ParamGrads::Add);
-    CUDA_CHECK(cudaGetLastError());
-
-    layernorm_dinp_kernel<S><<<row_blocks(N), kRowThreads, 0, stream_>>>(dinp.as<S>(), dout.as<S>(), inp.as<S>(),
-                                                                        weight.as<S>(), mu, rs, N, C);
-    CUDA_CHECK(cudaGetLastError());
+    layernorm_backward_kernel<S><<<blocks, kRowThreads, 0, stream_>>>(
+        dinp.as<S>(), data_or_null<S>(dbranch), dw, db, reduce_scratch_, reduce_counters_ + kLayernormCounter,
+        dout.as<S>(), data_or_null<S>(dout2), data_or_null<S>(dskip), inp.as<S>(), weight.as<S>(), mu, rs, N, C,
+        static_cast<int>(rows_per_block), grads == ParamGrads::Add, branch_dropout);
   });
-}
-
-}  // namespace tt
-
-namespace tt {
-
-// res_out = residual + dropout(branch); ln_out, mean, rstd = layernorm(res_out) (kernels/backend.h)
-void CudaBackend::dropout_residual_layernorm_forward(Tensor res_out, Tensor ln_out, Tensor mean, Tensor rstd,
-                                                     Tensor residual, Tensor branch, Tensor weight, Tensor bias,
-                                                     float eps, const DropoutMask& dropout) {
-  Backend::dropout_residual_layernorm_forward(res_out, ln_out, mean, rstd, residual, branch, weight, bias, eps, dropout);
-}
-
-// dinp = layernorm_backward(dout + dout2) + dskip; dbranch = dropout_backward(dinp) (kernels/backend.h)
-void CudaBackend::layernorm_residual_dropout_backward(Tensor dinp, Tensor dbranch, Tensor dweight, Tensor dbias,
-                                                      Tensor dout, Tensor dout2, Tensor dskip, Tensor inp,
-                                                      Tensor weight, Tensor mean, Tensor rstd,
-                                                      const DropoutMask& branch_dropout, ParamGrads grads) {
-  Backend::layernorm_residual_dropout_backward(dinp, dbranch, dweight, dbias, dout, dout2, dskip, inp, weight, mean,
-                                               rstd, branch_dropout, grads);
+  CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace tt
