@@ -10,7 +10,6 @@
 #include <cstdio>
 #include <initializer_list>
 #include <map>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -539,17 +538,18 @@ TEST(CliTrainGood, LogsEveryStepInTheDocumentedFormat) {
   ASSERT_EQ(lines.size(), 4u) << "three step lines and the done line, nothing else";
   // Then the speed: achieved TFLOP/s ("?" before the first timed window) and, when this machine
   // has a measured peak (`tinytrain doctor`), MFU (LogShowsTflopsAndMfuAgainstTheMeasuredPeak).
-  const std::regex step_re(
-      R"((step +(\d+) \| loss (-?\d+\.\d{4}) \| alloc (\d+\.\d) MB)( \| (\?|\d+\.\d{3}) TFLOP/s( \| MFU (\?|\d+\.\d%))?))");
+  const char* step_re =
+      R"((step +(\d+) \| loss (-?\d+\.\d{4}) \| alloc (\d+\.\d) MB)( \| (\?|\d+\.\d{3}) TFLOP/s( \| MFU (\?|\d+\.\d%))?))";
   for (int s = 0; s < 3; ++s) {
-    std::smatch m;
-    ASSERT_TRUE(std::regex_match(lines[s], m, step_re)) << "line " << s << ": '" << lines[s] << "'";
+    const auto match = regex_match_groups(lines[s], step_re);
+    ASSERT_TRUE(match) << "line " << s << ": '" << lines[s] << "'";
+    const std::vector<std::string>& m = *match;
     EXPECT_EQ(std::stoi(m[2]), s);
     EXPECT_EQ(m[6] == "?", s == 0) << "the first window is not timed";
     // Formatting the parsed numbers with the documented format gives the line back exactly.
     char expect[128];
     std::snprintf(expect, sizeof expect, "step %3d | loss %.4f | alloc %.1f MB", s, std::stod(m[3]), std::stod(m[4]));
-    EXPECT_EQ(m[1].str(), expect);
+    EXPECT_EQ(m[1], expect);
     const double loss = std::stod(m[3]);
     EXPECT_GT(loss, 0.0);
     EXPECT_LT(loss, 10.0) << "vocab 64: the initial loss is about ln 64 = 4.16";
@@ -575,48 +575,50 @@ TEST(CliTrainGood, LogShowsTflopsAndMfuAgainstTheMeasuredPeak) {
   model.d_ff = 256;
   model.max_seq_len = 32;
   const double step_flops = training_step_flops(model, 4, 32, Recompute::None).model();
-  const std::regex done_re(R"(done: 30 steps \| [\d.]+ tokens/s \| ([\d.]+) ms/step \| (\d+\.\d{3}) TFLOP/s(.*))");
+  const char* done_re = R"(done: 30 steps \| [\d.]+ tokens/s \| ([\d.]+) ms/step \| (\d+\.\d{3}) TFLOP/s(.*))";
 
   const CliResult without = run_command(train_args(run), dir.path());
   ASSERT_EQ(without.exit_code, 0) << without.describe();
-  std::smatch m;
   const std::string done_without = without.out_lines().back();
-  ASSERT_TRUE(std::regex_match(done_without, m, done_re)) << done_without;
+  std::optional<std::vector<std::string>> m = regex_match_groups(done_without, done_re);
+  ASSERT_TRUE(m) << done_without;
   // TFLOP/s printed to 3 decimals: half a unit of the last one; and the ms/step it is checked
   // against printed to 2: half a unit of that, relative to a step of a few ms, moves the
   // recomputed TFLOP/s by that fraction of itself.
-  const double ms_without = std::stod(m[1]);
+  const double ms_without = std::stod((*m)[1]);
   const double tflops_exact = step_flops / (ms_without * 1e-3) / 1e12;
-  EXPECT_NEAR(std::stod(m[2]), tflops_exact, 0.0005 + tflops_exact * 0.005 / ms_without + 1e-6);
-  EXPECT_EQ(m[3].str(), " (no MFU: no measured fp32 peak for '" + cpu_device_key(1) + "' in " + cache +
+  EXPECT_NEAR(std::stod((*m)[2]), tflops_exact, 0.0005 + tflops_exact * 0.005 / ms_without + 1e-6);
+  EXPECT_EQ((*m)[3], " (no MFU: no measured fp32 peak for '" + cpu_device_key(1) + "' in " + cache +
                             "/peaks.json (run `tinytrain doctor` to measure it))");
   for (const std::string& line : step_lines(without)) EXPECT_FALSE(contains(line, "MFU")) << line;
 
   // A peak near what this model reaches, so that MFU is tens of percent and its digits mean something.
-  const double peak = std::max(0.001, std::stod(m[2]));
+  const double peak = std::max(0.001, std::stod((*m)[2]));
   save_peaks(Peaks{cpu_device_key(1), {{"fp32", peak}}, 1.0, "2026-12-01T00:00:00Z"});
   const CliResult with = run_command(train_args(run), dir.path());
   ASSERT_EQ(with.exit_code, 0) << with.describe();
   const std::vector<std::string> steps = step_lines(with);
   ASSERT_EQ(steps.size(), 3u);
   EXPECT_TRUE(contains(steps[0], "| ? TFLOP/s | MFU ?")) << steps[0];
-  const std::regex mfu_re(R"(.* \| (\d+\.\d{3}) TFLOP/s \| MFU (\d+\.\d)%)");
+  const char* mfu_re = R"(.* \| (\d+\.\d{3}) TFLOP/s \| MFU (\d+\.\d)%)";
   for (size_t i = 1; i < steps.size(); ++i) {
-    ASSERT_TRUE(std::regex_match(steps[i], m, mfu_re)) << steps[i];
+    m = regex_match_groups(steps[i], mfu_re);
+    ASSERT_TRUE(m) << steps[i];
     // (MFU to 1 decimal of a percent, from TFLOP/s known to half a unit of its 3rd decimal)
-    EXPECT_NEAR(std::stod(m[2]), 100 * std::stod(m[1]) / peak, 0.05 + 100 * 0.0005 / peak) << steps[i];
+    EXPECT_NEAR(std::stod((*m)[2]), 100 * std::stod((*m)[1]) / peak, 0.05 + 100 * 0.0005 / peak) << steps[i];
   }
   const std::string done_with = with.out_lines().back();
-  ASSERT_TRUE(std::regex_match(done_with, m, done_re)) << done_with;
-  const std::string tail = m[3];
-  std::smatch t;
-  ASSERT_TRUE(std::regex_match(tail, t, std::regex(R"( \| MFU (\d+\.\d)% \(MFU against the fp32 peak ([\d.]+) TFLOP/s measured by `tinytrain doctor` on 2026-12-01\))")))
-      << done_with;
+  m = regex_match_groups(done_with, done_re);
+  ASSERT_TRUE(m) << done_with;
+  const std::string tail = (*m)[3];
+  const auto t = regex_match_groups(
+      tail, R"( \| MFU (\d+\.\d)% \(MFU against the fp32 peak ([\d.]+) TFLOP/s measured by `tinytrain doctor` on 2026-12-01\))");
+  ASSERT_TRUE(t) << done_with;
   // MFU from the done line's own ms/step, which is printed to 2 decimals: half a unit of the
   // last one, relative to a step of a few ms, plus the MFU's own rounding to 0.1%.
-  const double ms = std::stod(m[1]);
+  const double ms = std::stod((*m)[1]);
   const double mfu_exact = 100 * step_flops / (ms * 1e-3) / 1e12 / peak;
-  EXPECT_NEAR(std::stod(t[1]), mfu_exact, 0.05 + mfu_exact * 0.005 / ms) << done_with;
+  EXPECT_NEAR(std::stod((*t)[1]), mfu_exact, 0.05 + mfu_exact * 0.005 / ms) << done_with;
   unsetenv("TINYTRAIN_CACHE_DIR");
 }
 
@@ -659,7 +661,7 @@ TEST(CliTrainGood, HelpMentionsEveryFlag) {
                            "--norm-first", "--causal", "--pos-embedding", "--max-seq-len", "--layer-norm-eps",
                            "--dropout", "--batch", "--seq", "--steps", "--lr", "--beta1", "--beta2", "--eps",
                            "--weight-decay", "--seed", "--backend", "--threads", "--log-every"})
-    EXPECT_TRUE(std::regex_search(r.out, std::regex(std::string(flag) + "[ =,\\[]"))) << "help lacks " << flag;
+    EXPECT_TRUE(regex_search_groups(r.out, std::string(flag) + "[ =,\\[]").has_value()) << "help lacks " << flag;
 }
 
 TEST(CliTrainGood, TopLevelHelp) {
@@ -722,12 +724,13 @@ void expect_the_cpus_losses(const CliResult& emu, const CliResult& cpu, size_t s
   const std::vector<std::string> se = step_lines(emu), sc = step_lines(cpu);
   ASSERT_EQ(se.size(), steps);
   ASSERT_EQ(sc.size(), steps);
-  const std::regex step_re(R"(step +(\d+) \| loss (-?\d+\.\d{4}) \| alloc (\d+\.\d) MB \| .* TFLOP/s.*)");
+  const char* step_re = R"(step +(\d+) \| loss (-?\d+\.\d{4}) \| alloc (\d+\.\d) MB \| .* TFLOP/s.*)";
   for (size_t s = 0; s < steps; ++s) {
-    std::smatch me, mc;
-    ASSERT_TRUE(std::regex_match(se[s], me, step_re)) << se[s];
-    ASSERT_TRUE(std::regex_match(sc[s], mc, step_re)) << sc[s];
-    EXPECT_NEAR(std::stod(me[2]), std::stod(mc[2]), 1e-3) << se[s] << " vs " << sc[s];
+    const auto me = regex_match_groups(se[s], step_re);
+    const auto mc = regex_match_groups(sc[s], step_re);
+    ASSERT_TRUE(me) << se[s];
+    ASSERT_TRUE(mc) << sc[s];
+    EXPECT_NEAR(std::stod((*me)[2]), std::stod((*mc)[2]), 1e-3) << se[s] << " vs " << sc[s];
   }
 }
 

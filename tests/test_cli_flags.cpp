@@ -15,7 +15,6 @@
 #include <cstdint>
 #include <fstream>
 #include <memory>
-#include <regex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -271,9 +270,8 @@ TEST(CliFlags, CudaGraphOnAndOffGiveTheSameBits) {
 
 // The bytes of one buffer in `plan`'s table ("optimizer    exp_avg    21248    0.02").
 int64_t planned_bytes(const std::string& out, const std::string& group, const std::string& buffer) {
-  std::smatch m;
-  const std::regex row("(^|\n)" + group + " +" + buffer + " +([0-9]+) ");
-  return std::regex_search(out, m, row) ? std::stoll(m[2]) : -1;
+  const auto m = regex_search_groups(out, "(^|\n)" + group + " +" + buffer + " +([0-9]+) ");
+  return m ? std::stoll((*m)[2]) : -1;
 }
 
 // ZeRO-1 keeps AdamW's two moments for a rank's shard only: ceil(P / W) elements rounded up to

@@ -10,7 +10,6 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -28,6 +27,8 @@ namespace {
 
 using test::CliResult;
 using test::contains;
+using test::regex_match_groups;
+using test::regex_search_groups;
 using test::run_command;
 using test::ScratchDir;
 
@@ -108,14 +109,13 @@ struct ProbeLine {
 
 std::vector<ProbeLine> probe_lines(const CliResult& r) {
   std::vector<ProbeLine> probes;
-  const std::regex probe_re(R"((ok|warn|FAIL|skip) +(\S+) +(.+))");
+  const char* probe_re = R"((ok|warn|FAIL|skip) +(\S+) +(.+))";
   for (const std::string& line : r.out_lines()) {
-    std::smatch m;
     if (line.rfind("  try: ", 0) == 0) {
       EXPECT_FALSE(probes.empty()) << "a try line before any probe";
       if (!probes.empty()) probes.back().try_next = line.substr(7);
-    } else if (std::regex_match(line, m, probe_re)) {
-      probes.push_back({m[1], m[2], m[3], ""});
+    } else if (const auto m = regex_match_groups(line, probe_re)) {
+      probes.push_back({(*m)[1], (*m)[2], (*m)[3], ""});
     } else {
       ADD_FAILURE() << "neither a probe line nor a try line: '" << line << "'";
     }
@@ -131,8 +131,8 @@ const ProbeLine* find_probe(const std::vector<ProbeLine>& probes, const std::str
 
 // The number a message starts with ("89.5 GFLOP/s ..."), or -1.
 double leading_number(const std::string& message) {
-  std::smatch m;
-  return std::regex_search(message, m, std::regex(R"(^([\d.]+) )")) ? std::stod(m[1]) : -1.0;
+  const auto m = regex_search_groups(message, R"(^([\d.]+) )");
+  return m ? std::stod((*m)[1]) : -1.0;
 }
 
 bool machine_has_gpu() { return query_cuda_device(0).usable; }

@@ -19,7 +19,6 @@
 #include <cmath>
 #include <cstring>
 #include <memory>
-#include <regex>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -400,9 +399,9 @@ TEST_P(LossScalerFixedScale, RunTrainingThrowsNamingTheDivergedStep) {
   } catch (const InputError& e) {
     const std::string what = e.what();
     std::printf("[ diverged ] %s: %s\n", precision_name(GetParam()), what.c_str());
-    std::smatch m;
-    ASSERT_TRUE(std::regex_search(what, m, std::regex("step ([0-9]+)"))) << what;
-    const int step = std::stoi(m[1]);
+    const auto m = test::regex_search_groups(what, "step ([0-9]+)");
+    ASSERT_TRUE(m) << what;
+    const int step = std::stoi((*m)[1]);
     EXPECT_GE(step, 1) << "step 0 starts from sane weights";
     EXPECT_LT(step, 20);
     EXPECT_NE(what.find(precision_name(GetParam())), std::string::npos) << what;
@@ -426,7 +425,7 @@ TEST_P(LossScalerFixedScale, RunTrainingThrowsWhenDivergenceFollowsTheLastLogPoi
                      "log point (step 0); log:\n"
                   << log.str();
   } catch (const InputError& e) {
-    EXPECT_TRUE(std::regex_search(std::string(e.what()), std::regex("step [1-4]\\b"))) << e.what();
+    EXPECT_TRUE(test::regex_search_groups(e.what(), "step [1-4]\\b").has_value()) << e.what();
   }
 }
 
@@ -449,7 +448,7 @@ TEST(LossScalerCli, DivergedTrainingPrintsOneLineNamingTheStep) {
     const std::vector<std::string> err = r.err_lines();
     ASSERT_EQ(err.size(), 1u) << r.describe();
     std::printf("[ cli      ] %s: %s\n", precision, err[0].c_str());
-    EXPECT_TRUE(std::regex_search(err[0], std::regex("^error: .*step [0-9]+"))) << r.describe();
+    EXPECT_TRUE(test::regex_search_groups(err[0], "^error: .*step [0-9]+").has_value()) << r.describe();
   }
 }
 

@@ -9,7 +9,6 @@
 #include <cmath>
 #include <map>
 #include <memory>
-#include <regex>
 #include <string>
 #include <vector>
 
@@ -267,18 +266,18 @@ struct Summary {
 
 // Parses the summary line; fails the test when it is not there.
 Summary parse_summary(const std::string& line) {
-  static const std::regex format(
+  const char* format =
       R"(^prepare: (\d+) documents \(train (\d+), val (\d+)\) from (\d+) files, (\d+) bytes -> (\d+) tokens )"
       R"(\(train (\d+), val (\d+); one end-of-text per document\), ([0-9.]+) bytes/token, (bpe|byte) vocab (\d+), )"
-      R"([0-9.]+ s -> .+$)");
-  std::smatch m;
+      R"([0-9.]+ s -> .+$)";
   Summary s;
-  if (!std::regex_match(line, m, format)) {
+  const auto m = regex_match_groups(line, format);
+  if (!m) {
     ADD_FAILURE() << "not the summary line: " << line;
     return s;
   }
-  auto n = [&](int i) { return static_cast<size_t>(std::stoull(m[i].str())); };
-  s = {n(1), n(2), n(3), n(4), n(5), n(6), n(7), n(8), std::stod(m[9].str()), m[10].str(), std::stoi(m[11].str())};
+  auto n = [&](int i) { return static_cast<size_t>(std::stoull((*m)[i])); };
+  s = {n(1), n(2), n(3), n(4), n(5), n(6), n(7), n(8), std::stod((*m)[9]), (*m)[10], std::stoi((*m)[11])};
   return s;
 }
 

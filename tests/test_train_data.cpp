@@ -7,7 +7,6 @@
 
 #include <cmath>
 #include <map>
-#include <regex>
 #include <set>
 #include <string>
 #include <vector>
@@ -199,21 +198,21 @@ TEST(TrainData, ATinyCausalModelLearnsTextWithEvaluationScheduleAndMetrics) {
                                   scratch.path(), 300);
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   // The progress line: step/total, loss, val, lr, tokens/s, ETA, alloc, TFLOP/s (MFU with a measured peak).
-  const std::regex progress(
-      R"(^step (\d+)/60 \| loss (\d+\.\d{4}) \| val (-|\d+\.\d{4}) \| lr (\d\.\d{3}e[-+]\d+) \| (\d+|\?) tokens/s \| ETA ([0-9hms]+|\?) \| alloc \d+\.\d MB \| (\?|\d+\.\d{3}) TFLOP/s( \| MFU (\?|\d+\.\d%))?$)");
+  const char* progress =
+      R"(^step (\d+)/60 \| loss (\d+\.\d{4}) \| val (-|\d+\.\d{4}) \| lr (\d\.\d{3}e[-+]\d+) \| (\d+|\?) tokens/s \| ETA ([0-9hms]+|\?) \| alloc \d+\.\d MB \| (\?|\d+\.\d{3}) TFLOP/s( \| MFU (\?|\d+\.\d%))?$)";
   std::vector<double> losses;
   for (const std::string& line : r.out_lines()) {
-    std::smatch m;
     if (line.rfind("step ", 0) != 0) continue;
-    ASSERT_TRUE(std::regex_match(line, m, progress)) << line;
-    losses.push_back(std::stod(m[2]));
+    const auto m = regex_match_groups(line, progress);
+    ASSERT_TRUE(m) << line;
+    losses.push_back(std::stod((*m)[2]));
   }
   ASSERT_EQ(losses.size(), 6u) << r.describe();
   EXPECT_GT(losses.front(), 5.0) << "an untrained byte model starts near ln(256) = 5.55";
   EXPECT_LT(losses.back(), 3.5) << "the model did not learn the text";
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(r.out, m, std::regex(R"(final val loss (\d+\.\d{4}) \(after step 60)"))) << r.out;
-  const double final_val = std::stod(m[1]);
+  const auto final_line = regex_search_groups(r.out, R"(final val loss (\d+\.\d{4}) \(after step 60)");
+  ASSERT_TRUE(final_line) << r.out;
+  const double final_val = std::stod((*final_line)[1]);
   EXPECT_LT(final_val, 3.5);
 
   // The metrics: one record per logged step plus validation-only ones (step 0, 20, 40 are both
