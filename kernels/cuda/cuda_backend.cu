@@ -46,6 +46,8 @@ CudaBackend::CudaBackend(const CudaOptions& options) : options_(options) {
     CUDA_CHECK(cudaMalloc(&lt_workspace_, kCudaGemmWorkspaceBytes));
     lt_workspace_bytes_ = kCudaGemmWorkspaceBytes;
     CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&reduce_scratch_), kReduceScratchFloats * sizeof(float)));
+    CUDA_CHECK(cudaMalloc(reinterpret_cast<void**>(&block_counters_), kBlockCounters * sizeof(unsigned int)));
+    CUDA_CHECK(cudaMemset(block_counters_, 0, kBlockCounters * sizeof(unsigned int)));
   } catch (...) {
     release_resources();  // the destructor does not run for a constructor that throws
     throw;
@@ -72,6 +74,8 @@ void CudaBackend::release_resources() noexcept {
   lt_workspace_bytes_ = 0;
   if (reduce_scratch_) cudaFree(reduce_scratch_);
   reduce_scratch_ = nullptr;
+  if (block_counters_) cudaFree(block_counters_);
+  block_counters_ = nullptr;
   if (attention_work_) cudaFree(attention_work_);
   attention_work_ = nullptr;
   attention_work_floats_ = 0;

@@ -111,6 +111,10 @@ class CudaBackend final : public Backend {
   // weights of the new token over the cache (never captured). Grown on first use, so the trainer's
   // eager first step sizes it before graph capture; growing during a capture is a logic_error.
   float* attention_work(size_t floats);
+  // adamw_step, and with `scaler` not null adamw_step_and_scaler_update, as one launch (adamw.cu)
+  void launch_adamw(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
+                    Tensor train_step, const AdamWHyper& hyper, const LossScalerState& s,
+                    const LossScalerConfig* scaler);
   void require_not_capturing(const char* what) const;  // logic_error during graph capture
   void abandon_capture() noexcept;                     // ends a capture and drops the partial graph
   void release_resources() noexcept;                   // the destructor's work; also on a failed constructor
@@ -121,6 +125,12 @@ class CudaBackend final : public Backend {
   // order by a second kernel): any op may use it within one call, since ops run in order.
   static constexpr size_t kReduceScratchFloats = kCudaReduceScratchFloats;  // kernels/workspace.h
   float* reduce_scratch_ = nullptr;
+  // Integer counters of the kernels whose last block to finish completes a reduction or a
+  // step's bookkeeping (adamw.cu): zeroed once when the backend is made, and reset to zero by
+  // that last block, so every launch (and every replay of a captured graph) starts from zero.
+  // One slot per kernel; kernels on the one stream never overlap, so a slot is never shared.
+  enum BlockCounter { kGradCheckCounter, kAdamWCounter, kBlockCounters };
+  unsigned int* block_counters_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* lt_workspace_ = nullptr;  // cuBLASLt workspace, allocated once
   size_t lt_workspace_bytes_ = 0;
