@@ -1349,8 +1349,9 @@ struct NormResult {
 // the outputs reset to garbage (NaN, found_inf 7) before each launch.
 std::vector<NormResult> run_grad_norm_checks(Backend& be, const std::vector<std::vector<float>>& grads_per_launch) {
   Allocations memory(be);
-  const LossScalerState s{device_f32(be, memory, {1.0f}),  device_i32(be, memory, {0}),  device_i32(be, memory, {0}),
-                          device_i32(be, memory, {0}),     device_i32(be, memory, {-1}), device_f32(be, memory, {0.0f})};
+  const LossScalerState s{device_f32(be, memory, {1.0f}), device_i32(be, memory, {0}),
+                          device_i32(be, memory, {0}),    device_i32(be, memory, {0}),
+                          device_i32(be, memory, {-1}),   device_f32(be, memory, {0.0f})};
   std::vector<NormResult> results;
   for (const std::vector<float>& g : grads_per_launch) {
     const Tensor grads = device_f32(be, memory, g);
@@ -1401,7 +1402,8 @@ TEST_F(CudaTest, GradNormCheckFindsOneNonFiniteValueInAnyBlock) {
   };
   const std::vector<float> clean = test::random_floats(n, 43, -2.0f, 2.0f);
   std::vector<std::vector<float>> launches;
-  for (Plant p : {Plant{0, inf}, Plant{255 * 256 + 3, nan}, Plant{256 * 256 + 17 * 256 + 200, -inf}, Plant{n - 1, nan}}) {
+  for (Plant p : {Plant{0, inf}, Plant{255 * 256 + 3, nan}, Plant{256 * 256 + 17 * 256 + 200, -inf},
+                  Plant{n - 1, nan}}) {
     launches.push_back(clean);
     launches.back()[p.index] = p.value;
   }

@@ -44,9 +44,12 @@ __device__ bool last_block_to_finish(unsigned int* counter) {
 // double, the block reduces in shared memory in a fixed tree order and stores its partial;
 // the last block to finish loads the partials (one per thread) and thread 0 adds them in
 // block order 0..kNormBlocks-1. The same sums in the same order as the two kernels this
-// replaced (partials, then a one-thread reduce), in one launch; deterministic.
-__global__ void grad_check_kernel(const float* grads, int64_t n, double* partial_sq, int* partial_bad,
-                                  unsigned int* blocks_done, float* grad_norm_sq, int32_t* found_inf) {
+// replaced (partials, then a one-thread reduce), in one launch; deterministic. The partials are
+// volatile, as in the CUDA programming guide's example of this pattern: the last block's loads
+// go to memory for the other blocks' stores, never to a stale cached copy.
+__global__ void grad_check_kernel(const float* grads, int64_t n, volatile double* partial_sq,
+                                  volatile int* partial_bad, unsigned int* blocks_done, float* grad_norm_sq,
+                                  int32_t* found_inf) {
   __shared__ double sums[kThreadsPerBlock];
   __shared__ int bads[kThreadsPerBlock];
   double sum = 0.0;
