@@ -122,7 +122,8 @@ class CudaBackend final : public Backend {
   CudaOptions options_;
   cudaStream_t stream_ = nullptr;
   // Device scratch for deterministic reductions (per-block partial sums, reduced in a fixed
-  // order by a second kernel): any op may use it within one call, since ops run in order.
+  // order by a second kernel or by the kernel's last block to finish): any op may use it
+  // within one call, since ops run in order.
   static constexpr size_t kReduceScratchFloats = kCudaReduceScratchFloats;  // kernels/workspace.h
   float* reduce_scratch_ = nullptr;
   // Integer counters of the kernels whose last block to finish completes a reduction or a
