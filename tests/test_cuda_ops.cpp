@@ -1699,6 +1699,283 @@ TEST_F(CudaTest, FusedLayernormBackwardReplayedTwiceGivesTheSameBits) {
         test::expect_bitwise_equal(what + names[k] + " replay " + std::to_string(replay), runs[replay][k], runs[0][k]);
     const bool finite = std::all_of(runs[0][2].begin(), runs[0][2].end(), [](float v) { return std::isfinite(v); });
     EXPECT_TRUE(finite) << what << "dweight was not written";
+
+// ============================== one-launch reductions and the fused optimizer ==============================
+// The kernels that finish a reduction in their last block (grad_norm_check; AdamW with the step
+// count and the loss scaler), and the embedding backward that owns its output rows. The op
+// cases above run them once at modest sizes; these add what they cannot see: many blocks
+// contributing, a second launch (the block counter must be back at zero), a non-finite value
+// in any block, Write over garbage, and the fused optimizer against the two ops it replaces.
+
+// A device copy of `values` (F32 or I32 by T), released with `memory`.
+template <typename T>
+Tensor device_copy(Backend& be, Allocations& memory, const std::vector<T>& values, DType dtype, Shape shape) {
+  Tensor t{memory.allocate(values.size() * sizeof(T)), dtype, shape};
+  be.copy_to_device(t.data, values.data(), values.size() * sizeof(T));
+  return t;
+}
+Tensor device_f32(Backend& be, Allocations& memory, const std::vector<float>& values) {
+  return device_copy(be, memory, values, DType::F32, Shape{static_cast<int64_t>(values.size())});
+}
+Tensor device_i32(Backend& be, Allocations& memory, const std::vector<int32_t>& values) {
+  return device_copy(be, memory, values, DType::I32, Shape{static_cast<int64_t>(values.size())});
+}
+std::vector<float> host_f32(Backend& be, Tensor t) {
+  std::vector<float> v(t.numel());
+  be.copy_to_host(v.data(), t.data, v.size() * sizeof(float));
+  return v;
+}
+std::vector<int32_t> host_i32(Backend& be, Tensor t) {
+  std::vector<int32_t> v(t.numel());
+  be.copy_to_host(v.data(), t.data, v.size() * sizeof(int32_t));
+  return v;
+}
+
+// ---- embedding backward: many token windows, ids repeated across them, rows no token uses ----
+
+struct EmbeddingGrads {
+  std::vector<float> dwte, dwpe;
+};
+
+// embedding_backward on `be`: tokens (B,T) ids, dout (B,T,C) values of `act` (rounded to it),
+// dwte (V,C) and dwpe (maxT,C; none when maxT = 0) starting from the given values.
+EmbeddingGrads run_embedding_backward(Backend& be, int B, int T, int C, const std::vector<int32_t>& ids,
+                                      const std::vector<float>& dout, DType act, const EmbeddingGrads& start,
+                                      ParamGrads grads) {
+  Allocations memory(be);
+  const int V = static_cast<int>(start.dwte.size()) / C, maxT = static_cast<int>(start.dwpe.size()) / C;
+  const Tensor tokens = device_copy(be, memory, ids, DType::I32, Shape{B, T});
+  Tensor d{memory.allocate(static_cast<size_t>(B) * T * C * dtype_size(act)), act, Shape{B, T, C}};
+  if (act == DType::F32) {
+    be.copy_to_device(d.data, dout.data(), d.bytes());
+  } else {
+    const test::HalfBuffer bits = test::half_of(act, dout);
+    be.copy_to_device(d.data, bits.bits.data(), d.bytes());
+  }
+  Tensor dwte = device_copy(be, memory, start.dwte, DType::F32, Shape{V, C});
+  Tensor dwpe{nullptr, DType::F32, Shape{}};
+  if (maxT > 0) dwpe = device_copy(be, memory, start.dwpe, DType::F32, Shape{maxT, C});
+  be.embedding_backward(dwte, dwpe, d, tokens, grads);
+  return EmbeddingGrads{host_f32(be, dwte), maxT > 0 ? host_f32(be, dwpe) : std::vector<float>{}};
+}
+
+// Same bits as the CPU backend: both add each element's terms in token order onto 0 (Write) or
+// the old value (Add), so no tolerance (embedding.cu, embedding_backward_kernel). Shapes: 800
+// tokens (25 ballot windows of 32) with id 7 in every 50th token on top of random ids, so one
+// row gathers terms from across the whole batch; ids below V - 3, so the last 3 rows get none
+// (Write must still store 0 there over the NaN it starts from); C = 160 (two channel slices,
+// the second 32 wide of 128) and maxT > T (dwpe rows no position reaches); and every token of a
+// batch the same id in a vocabulary of 1000 (62.5 row blocks: the last partial).
+TEST_F(CudaTest, EmbeddingBackwardManyTokensWritesOrAddsEveryElementWithTheCpuBits) {
+  struct P {
+    int B, T, C, V, maxT;
+    bool one_id;
+  };
+  for (DType act : {DType::F32, DType::BF16}) {
+    for (P p : {P{8, 100, 160, 40, 128, false}, P{4, 64, 40, 1000, 0, true}}) {
+      const int N = p.B * p.T;
+      std::vector<int32_t> ids = test::random_ints(N, 31, 0, p.V - 3);
+      for (int n = 0; n < N; ++n) {
+        if (p.one_id) ids[n] = p.V - 4;
+        else if (n % 50 == 0) ids[n] = 7;
+      }
+      const std::vector<float> dout = round_to(act, test::random_floats(static_cast<size_t>(N) * p.C, 32));
+      const size_t wte_n = static_cast<size_t>(p.V) * p.C, wpe_n = static_cast<size_t>(p.maxT) * p.C;
+      const float nan = std::numeric_limits<float>::quiet_NaN();
+      const EmbeddingGrads garbage{std::vector<float>(wte_n, nan), std::vector<float>(wpe_n, nan)};
+      const EmbeddingGrads before{test::random_floats(wte_n, 33), test::random_floats(wpe_n, 34)};
+      const std::string what = "B" + std::to_string(p.B) + " T" + std::to_string(p.T) + " C" + std::to_string(p.C) +
+                               " V" + std::to_string(p.V) + dtype_suffix(act);
+      for (ParamGrads mode : {ParamGrads::Write, ParamGrads::Add}) {
+        const EmbeddingGrads& start = mode == ParamGrads::Write ? garbage : before;
+        const std::string how = what + (mode == ParamGrads::Write ? " written" : " added");
+        const EmbeddingGrads want = run_embedding_backward(*cpu, p.B, p.T, p.C, ids, dout, act, start, mode);
+        const EmbeddingGrads got = run_embedding_backward(*cuda, p.B, p.T, p.C, ids, dout, act, start, mode);
+        test::expect_bitwise_equal(how + " dwte", got.dwte, want.dwte);
+        test::expect_bitwise_equal(how + " dwpe", got.dwpe, want.dwpe);
+        // the rows no token uses: 0 when written, their old values when added
+        for (int v = p.V - 3; v < p.V; ++v)
+          for (int c = 0; c < p.C; ++c) {
+            const size_t i = static_cast<size_t>(v) * p.C + c;
+            const float expected = mode == ParamGrads::Write ? 0.0f : before.dwte[i];
+            ASSERT_EQ(got.dwte[i], expected) << how << " unused row " << v << " channel " << c;
+          }
+        for (size_t i = static_cast<size_t>(p.T) * p.C; i < wpe_n; ++i)
+          ASSERT_EQ(got.dwpe[i], mode == ParamGrads::Write ? 0.0f : before.dwpe[i]) << how << " dwpe past T, " << i;
+      }
+    }
+  }
+}
+
+// ---- grad_norm_check: one launch whose last block reduces 256 partials ----
+
+struct NormResult {
+  float norm_sq;
+  int32_t found_inf;
+};
+
+// grad_norm_check on each of `grads_per_launch` in turn on one backend (one block counter),
+// the outputs reset to garbage (NaN, found_inf 7) before each launch.
+std::vector<NormResult> run_grad_norm_checks(Backend& be, const std::vector<std::vector<float>>& grads_per_launch) {
+  Allocations memory(be);
+  const LossScalerState s{device_f32(be, memory, {1.0f}), device_i32(be, memory, {0}),
+                          device_i32(be, memory, {0}),    device_i32(be, memory, {0}),
+                          device_i32(be, memory, {-1}),   device_f32(be, memory, {0.0f})};
+  std::vector<NormResult> results;
+  for (const std::vector<float>& g : grads_per_launch) {
+    const Tensor grads = device_f32(be, memory, g);
+    const float nan = std::numeric_limits<float>::quiet_NaN();
+    const int32_t garbage = 7;
+    be.copy_to_device(s.grad_norm_sq.data, &nan, sizeof nan);
+    be.copy_to_device(s.found_inf.data, &garbage, sizeof garbage);
+    be.grad_norm_check(grads, s);
+    results.push_back({host_f32(be, s.grad_norm_sq)[0], host_i32(be, s.found_inf)[0]});
+  }
+  return results;
+}
+
+uint32_t bits_of(float x) {
+  uint32_t b;
+  std::memcpy(&b, &x, sizeof b);
+  return b;
+}
+
+// Three launches on one backend: A, B, A. The counter must be back at 0 after each, or the
+// second launch has no last block and leaves its garbage; A twice gives the same bits; B
+// (other values) another norm, each within an fp32 ulp of the CPU's (grad_norm_check_cases).
+// n = 196613: three laps of the 256 x 256 threads, every block a contributor.
+TEST_F(CudaTest, GradNormCheckRelaunchedGivesTheSameBitsEachTime) {
+  const int64_t n = 3 * 256 * 256 + 5;
+  const std::vector<float> a = test::random_floats(n, 41, -2.0f, 2.0f), b = test::random_floats(n, 42, -3.0f, 3.0f);
+  const std::vector<NormResult> got = run_grad_norm_checks(*cuda, {a, b, a});
+  const std::vector<NormResult> want = run_grad_norm_checks(*cpu, {a, b});
+  ASSERT_EQ(got.size(), 3u);
+  EXPECT_EQ(bits_of(got[0].norm_sq), bits_of(got[2].norm_sq)) << got[0].norm_sq << " then " << got[2].norm_sq;
+  for (int i = 0; i < 3; ++i) {
+    const NormResult& cpu_result = want[i == 1 ? 1 : 0];
+    EXPECT_EQ(got[i].found_inf, 0) << "launch " << i;
+    EXPECT_NEAR(got[i].norm_sq, cpu_result.norm_sq, reduction_tol(1) * cpu_result.norm_sq) << "launch " << i;
+  }
+  EXPECT_NE(got[0].norm_sq, got[1].norm_sq);
+}
+
+// One non-finite gradient anywhere sets found_inf, whichever block holds it: block 0 (the last
+// to finish in the reverse schedule), block 255 (the last in the forward one), block 17 on the
+// second lap, the very last element; and a clean buffer clears a found_inf left set.
+TEST_F(CudaTest, GradNormCheckFindsOneNonFiniteValueInAnyBlock) {
+  const int64_t n = 3 * 256 * 256 + 5;
+  const float inf = std::numeric_limits<float>::infinity(), nan = std::numeric_limits<float>::quiet_NaN();
+  struct Plant {
+    int64_t index;
+    float value;
+  };
+  const std::vector<float> clean = test::random_floats(n, 43, -2.0f, 2.0f);
+  std::vector<std::vector<float>> launches;
+  for (Plant p : {Plant{0, inf}, Plant{255 * 256 + 3, nan}, Plant{256 * 256 + 17 * 256 + 200, -inf},
+                  Plant{n - 1, nan}}) {
+    launches.push_back(clean);
+    launches.back()[p.index] = p.value;
+  }
+  launches.push_back(clean);
+  const std::vector<NormResult> got = run_grad_norm_checks(*cuda, launches);
+  const std::vector<NormResult> want = run_grad_norm_checks(*cpu, launches);
+  for (size_t i = 0; i < launches.size(); ++i) {
+    EXPECT_EQ(got[i].found_inf, want[i].found_inf) << "launch " << i;
+    EXPECT_EQ(got[i].found_inf, i + 1 < launches.size() ? 1 : 0) << "launch " << i;
+  }
+}
+
+// ---- adamw_step_and_scaler_update: one launch equal to adamw_step + loss_scaler_update ----
+
+struct OptimizerState {
+  std::vector<float> params, exp_avg, exp_avg_sq, scale;
+  std::vector<int32_t> step_count, growth_tracker, skipped_steps, first_skipped_step;
+};
+
+// Three training steps on `be` of grad_norm_check, then the optimizer and the scaler: fused
+// (adamw_step_and_scaler_update) or as the two ops; the training step written before each as
+// load_batch does. grads (n) are the same every step; `scale` and `tracker` start the scaler.
+OptimizerState run_optimizer_steps(Backend& be, bool fused, const std::vector<float>& grads, float scale,
+                                   int32_t tracker, const LossScalerConfig& config) {
+  Allocations memory(be);
+  const int64_t n = static_cast<int64_t>(grads.size());
+  const Tensor params = device_f32(be, memory, test::random_floats(n, 51));
+  const Tensor g = device_f32(be, memory, grads);
+  const Tensor m = device_f32(be, memory, test::random_floats(n, 52, -0.1f, 0.1f));
+  const Tensor v2 = device_f32(be, memory, test::random_floats(n, 53, 0.0f, 0.01f));
+  const Tensor count = device_i32(be, memory, {10});
+  const Tensor train_step = device_i32(be, memory, {0});
+  const LossScalerState s{device_f32(be, memory, {scale}), device_i32(be, memory, {tracker}),
+                          device_i32(be, memory, {0}),     device_i32(be, memory, {0}),
+                          device_i32(be, memory, {-1}),    device_f32(be, memory, {0.0f})};
+  AdamWHyper hyper;
+  hyper.lr = 1e-2;
+  hyper.weight_decay = 0.1;
+  hyper.grad_clip = 1.0;  // the clip reads grad_norm_sq and the scale: both must be this step's
+  hyper.schedule.kind = LrScheduleKind::Cosine;
+  hyper.schedule.warmup_steps = 1;
+  hyper.schedule.total_steps = 10;
+  for (int32_t step = 3; step < 6; ++step) {
+    be.copy_to_device(train_step.data, &step, sizeof step);
+    be.grad_norm_check(g, s);
+    if (fused) {
+      be.adamw_step_and_scaler_update(params, g, m, v2, count, train_step, hyper, s, config);
+    } else {
+      be.adamw_step(params, g, m, v2, count, train_step, hyper, s);
+      be.loss_scaler_update(s, config, train_step);
+    }
+  }
+  return OptimizerState{host_f32(be, params),         host_f32(be, m),
+                        host_f32(be, v2),             host_f32(be, s.scale),
+                        host_i32(be, count),          host_i32(be, s.growth_tracker),
+                        host_i32(be, s.skipped_steps), host_i32(be, s.first_skipped_step)};
+}
+
+void expect_same_state(const std::string& what, const OptimizerState& got, const OptimizerState& want) {
+  test::expect_bitwise_equal(what + " params", got.params, want.params);
+  test::expect_bitwise_equal(what + " exp_avg", got.exp_avg, want.exp_avg);
+  test::expect_bitwise_equal(what + " exp_avg_sq", got.exp_avg_sq, want.exp_avg_sq);
+  test::expect_bitwise_equal(what + " loss scale", got.scale, want.scale);
+  EXPECT_EQ(got.step_count, want.step_count) << what << " step count";
+  EXPECT_EQ(got.growth_tracker, want.growth_tracker) << what << " growth tracker";
+  EXPECT_EQ(got.skipped_steps, want.skipped_steps) << what << " skipped steps";
+  EXPECT_EQ(got.first_skipped_step, want.first_skipped_step) << what << " first skipped step";
+}
+
+// The fused kernel against the two ops on the CUDA backend, bit for bit, over 3 steps of 100003
+// parameters (391 blocks): the scale grows at the first and third step (interval 2, tracker 1:
+// every block must unscale with the scale from before the growth), only counts (interval 5),
+// backs off every step (an inf in the gradients: a skipped step, the step count unchanged), or
+// stays (static). The scaler state and step count also exactly as the CPU backend's.
+TEST_F(CudaTest, FusedAdamWAndScalerUpdateEqualsTheTwoOpsBitwise) {
+  struct P {
+    const char* name;
+    bool dynamic;
+    int32_t interval, tracker;
+    bool inf;
+    int32_t want_steps;  // step count after the 3 steps, from 10
+  };
+  const int64_t n = 100003;
+  for (P p : {P{"growth", true, 2, 1, false, 13}, P{"count", true, 5, 0, false, 13},
+              P{"backoff", true, 2, 1, true, 10}, P{"static", false, 2000, 0, false, 13}}) {
+    std::vector<float> grads = test::random_floats(n, 54);
+    for (float& g : grads) g *= 1024.0f;
+    if (p.inf) grads[n / 3] = std::numeric_limits<float>::infinity();
+    LossScalerConfig config;
+    config.dynamic = p.dynamic;
+    config.growth_interval = p.interval;
+    const float scale = p.dynamic ? 1024.0f : 1.0f;
+    const OptimizerState fused = run_optimizer_steps(*cuda, true, grads, scale, p.tracker, config);
+    const OptimizerState split = run_optimizer_steps(*cuda, false, grads, scale, p.tracker, config);
+    const OptimizerState reference = run_optimizer_steps(*cpu, false, grads, scale, p.tracker, config);
+    expect_same_state(std::string(p.name) + " fused vs two ops", fused, split);
+    EXPECT_EQ(fused.step_count, std::vector<int32_t>{p.want_steps}) << p.name;
+    EXPECT_EQ(fused.growth_tracker, reference.growth_tracker) << p.name;
+    EXPECT_EQ(fused.skipped_steps, reference.skipped_steps) << p.name;
+    EXPECT_EQ(fused.first_skipped_step, reference.first_skipped_step) << p.name;
+    test::expect_bitwise_equal(std::string(p.name) + " loss scale vs cpu", fused.scale, reference.scale);
+    test::expect_rel_close(std::string(p.name) + " params vs cpu", fused.params, test::to_double(reference.params),
+                           kElementwiseTol);
   }
 }
 

@@ -113,6 +113,10 @@ class CudaBackend final : public Backend {
   // weights of the new token over the cache (never captured). Grown on first use, so the trainer's
   // eager first step sizes it before graph capture; growing during a capture is a logic_error.
   float* attention_work(size_t floats);
+  // adamw_step, and with `scaler` not null adamw_step_and_scaler_update, as one launch (adamw.cu)
+  void launch_adamw(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
+                    Tensor train_step, const AdamWHyper& hyper, const LossScalerState& s,
+                    const LossScalerConfig* scaler);
   void require_not_capturing(const char* what) const;  // logic_error during graph capture
   void abandon_capture() noexcept;                     // ends a capture and drops the partial graph
   void release_resources() noexcept;                   // the destructor's work; also on a failed constructor
@@ -120,12 +124,16 @@ class CudaBackend final : public Backend {
   CudaOptions options_;
   cudaStream_t stream_ = nullptr;
   // Device scratch for deterministic reductions (per-block partial sums, reduced in a fixed
-  // order by a second kernel): any op may use it within one call, since ops run in order.
+  // order by a second kernel or by the kernel's last block to finish): any op may use it
+  // within one call, since ops run in order.
   static constexpr size_t kReduceScratchFloats = kCudaReduceScratchFloats;  // kernels/workspace.h
   float* reduce_scratch_ = nullptr;
-  // Counters of the single-launch reductions ("the last block to finish adds the partials",
-  // layernorm.cu): zeroed once at allocation; a kernel that counts its finished blocks on one
-  // resets it to 0 in its last block, so the next launch (or graph replay) finds it at 0.
+  // Counters of the single-launch reductions ("the last block to finish adds the partials" or
+  // does the step's bookkeeping: layernorm.cu, adamw.cu): zeroed once at allocation; a kernel
+  // that counts its finished blocks on its slot resets it to 0 in its last block, so the next
+  // launch (or graph replay) finds it at 0. One slot per kernel; kernels on the one stream
+  // never overlap, so a slot is never shared.
+  enum ReduceCounter { kLayerNormCounter, kGradCheckCounter, kAdamWCounter };
   static constexpr size_t kReduceCounters = kCudaReduceCounters;  // kernels/workspace.h
   unsigned int* reduce_counters_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;

@@ -1,8 +1,10 @@
 // Token and learned positional embedding, forward and backward (CUDA). The backward adds
-// each token's gradient row into the embedding rows in token order, without atomics, so the
-// result is deterministic and the same bits as the CPU backend's. The tables and the output
+// each token's gradient row into the embedding rows in token order, without atomics, in one
+// launch that writes or adds every gradient element, so the result is deterministic and the
+// same bits as the CPU backend's. The tables and the output
 // (and dout) are in the activation storage type S (kernels/cuda/storage.cuh); the embedding
 // gradients dwte/dwpe are always F32.
+#include <algorithm>
 #include <cstdint>
 
 #include "kernels/common/half.h"
@@ -34,69 +36,67 @@ __global__ void embedding_forward_kernel(S* out, const int32_t* tokens, const S*
   }
 }
 
-// Tokens handled per step of the backward scan (see below).
-constexpr int kTokenWindow = 8;
+// Embedding rows (of dwte, or of dwpe) one backward block owns; its threads are channels.
+constexpr int kRowsPerBlock = 16;
+constexpr int kMaxBlockChannels = 128;  // threads of a backward block (a multiple of 32, fewer for small C)
 
-// dout (N,C), tokens (N) -> dwte (V,C) += dout row n added into row tokens[n], for every n
-// Decomposition: one thread per channel c, scanning all N tokens in order, as the CPU loop
-// does. Several tokens may share an id; since the channels are split between threads and
-// the tokens never are, every dwte element has one writer that adds its terms in increasing
-// token order: no atomics, and the same bits as the CPU backend. A warp holds 32
-// consecutive channels of the same token, so its reads and writes of a row are coalesced
-// and its branches (which depend only on the token ids) never diverge.
-// A plain read-add-write per token would wait a full memory round trip per token. Instead
-// the scan takes tokens in windows of kTokenWindow: it loads the window's gradients and,
-// once per distinct id, that row's current value, all in parallel; adds the gradients in
-// token order (a repeated id's terms go to its first occurrence's accumulator, in order);
-// and stores each distinct row once. That is the same sequence of fp32 additions as one
-// token at a time. Parallelism is C threads; sorting tokens by id would allow more, at the
-// price of a device sort.
+// dout (N,C), tokens (N) -> dwte (V,C) and dwpe (maxT,C) (null: none), each element written
+// (grads = Write: the sum from 0) or added (Add: the sum from its value before), N = B*T, token
+// n at position t = n % T: dwte[v][c] sums dout[n][c] over the tokens n with id v, in
+// increasing n; dwpe[t][c] sums dout[b][t][c] over b = 0..B-1 (rows t >= T are 0 when
+// written, unchanged when added).
+// Decomposition: ownership by output row, so the launch is one kernel with no atomics, no
+// scratch and no memset. blockIdx.x < wte_blocks: the block owns dwte rows [r0, r0 + 16) of
+// the channels [c0, c0 + blockDim.x), blockIdx.y the channel slice; the blocks after them own
+// dwpe rows the same way. A thread is one channel of its block's rows and the only writer of
+// those elements, which it accumulates in its own column of shared memory (no barrier needed:
+// no thread reads another's column). Every warp of a dwte block scans all N token ids, 32 at a
+// time: lane l reads id of token base + l, a ballot marks the tokens whose id is one of the
+// block's rows, and the warp visits those in increasing token order, each lane adding its
+// channel of that token's dout row. So each element gets exactly the CPU backend's sequence of
+// fp32 additions (tokens in order, onto 0 or the old value): the same bits, not merely within
+// reduction_tol, and independent of the schedule. Every element of the owned rows is stored,
+// rows no token uses included (Write overwrites them with 0).
+// Cost: each dout row is read once per channel slice, each token id (V / 16) x (channel slices)
+// x (warps) times, with 1/32 of a ballot each; the seed (V 512, C 128, N 1024) is 32 blocks of
+// 128 threads, each warp 32 ballots. Parallelism is V x C / 16 threads instead of the C of a
+// channel-per-thread scan; skewed ids (every token the same) serialise that row's N adds in one
+// thread, as the CPU does.
 template <typename S>
-__global__ void embedding_backward_wte_kernel(float* dwte, const S* dout, const int32_t* tokens, int64_t N, int C) {
-  const int c = blockIdx.x * blockDim.x + threadIdx.x;
-  if (c >= C) return;
-  for (int64_t start = 0; start < N; start += kTokenWindow) {
-    int id[kTokenWindow];       // token ids of the window, -1 past the end
-    float grad[kTokenWindow];   // dout[n][c] of the window's tokens
-    bool first[kTokenWindow];   // is token j the first of the window with its id?
-    float acc[kTokenWindow];    // running value of row id[j], kept at its first occurrence j
-#pragma unroll
-    for (int j = 0; j < kTokenWindow; ++j) {
-      const int64_t n = start + j;
-      id[j] = n < N ? tokens[n] : -1;
-      grad[j] = n < N ? to_float(dout[n * C + c]) : 0.0f;
-    }
-#pragma unroll
-    for (int j = 0; j < kTokenWindow; ++j) {
-      first[j] = id[j] >= 0;
-#pragma unroll
-      for (int i = 0; i < j; ++i)
-        if (id[i] == id[j]) first[j] = false;
-      acc[j] = first[j] ? dwte[static_cast<int64_t>(id[j]) * C + c] : 0.0f;
-    }
-#pragma unroll
-    for (int j = 0; j < kTokenWindow; ++j) {
-#pragma unroll
-      for (int i = 0; i <= j; ++i)
-        if (first[i] && id[i] == id[j]) acc[i] += grad[j];  // exactly one i: the first occurrence
-    }
-#pragma unroll
-    for (int j = 0; j < kTokenWindow; ++j)
-      if (first[j]) dwte[static_cast<int64_t>(id[j]) * C + c] = acc[j];
+__global__ void embedding_backward_kernel(float* dwte, float* dwpe, const S* dout, const int32_t* tokens, int64_t N,
+                                          int B, int T, int C, int V, int maxT, int wte_blocks, bool add) {
+  __shared__ float acc[kRowsPerBlock][kMaxBlockChannels];  // acc[row - r0][thread]
+  const int c = blockIdx.y * blockDim.x + threadIdx.x;
+  const bool is_wte = static_cast<int>(blockIdx.x) < wte_blocks;  // uniform over the block
+  const int r0 = (is_wte ? static_cast<int>(blockIdx.x) : static_cast<int>(blockIdx.x) - wte_blocks) * kRowsPerBlock;
+  const int rows = is_wte ? V : maxT;
+  float* table = is_wte ? dwte : dwpe;
+  for (int j = 0; j < kRowsPerBlock; ++j) {
+    const int row = r0 + j;
+    acc[j][threadIdx.x] = add && row < rows && c < C ? table[static_cast<int64_t>(row) * C + c] : 0.0f;
   }
-}
-
-// dout (B,T,C) -> dwpe (maxT,C) += sum over b of dout[b][t], for the first T rows
-// Decomposition: one thread per (t, c) (grid-stride), each summing the batch in order
-// b = 0..B-1 into its own element: the CPU's order, no atomics. Rows t >= T are untouched.
-template <typename S>
-__global__ void embedding_backward_wpe_kernel(float* dwpe, const S* dout, int B, int T, int C) {
-  const int64_t total = static_cast<int64_t>(T) * C;
-  for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
-       i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    float acc = dwpe[i];  // i = t * C + c
-    for (int b = 0; b < B; ++b) acc += to_float(dout[static_cast<int64_t>(b) * total + i]);
-    dwpe[i] = acc;
+  if (is_wte) {
+    const int lane = threadIdx.x % 32;
+    for (int64_t base = 0; base < N; base += 32) {  // the same trip count in every lane: the ballot is warp-wide
+      const int64_t n = base + lane;
+      const int id = n < N ? tokens[n] : -1;
+      const unsigned hits = __ballot_sync(0xffffffffu, id >= r0 && id < r0 + kRowsPerBlock);
+      for (int j = 0; j < 32 && (hits >> j) != 0u; ++j) {  // hit tokens in increasing order
+        if (!((hits >> j) & 1u)) continue;
+        const int64_t hit = base + j;
+        if (c < C) acc[tokens[hit] - r0][threadIdx.x] += to_float(dout[hit * C + c]);
+      }
+    }
+  } else {
+    for (int j = 0; j < kRowsPerBlock; ++j) {
+      const int t = r0 + j;
+      if (t >= T || c >= C) continue;
+      for (int b = 0; b < B; ++b) acc[j][threadIdx.x] += to_float(dout[(static_cast<int64_t>(b) * T + t) * C + c]);
+    }
+  }
+  for (int j = 0; j < kRowsPerBlock; ++j) {
+    const int row = r0 + j;
+    if (row < rows && c < C) table[static_cast<int64_t>(row) * C + c] = acc[j][threadIdx.x];
   }
 }
 
@@ -117,32 +117,28 @@ void CudaBackend::embedding_forward(Tensor out, Tensor tokens, Tensor wte, Tenso
   CUDA_CHECK(cudaGetLastError());
 }
 
-// dout (B,T,C) -> dwte (V,C), dwpe (maxT,C) (skipped when null data): written or added (grads)
+// dout (B,T,C) -> dwte (V,C), dwpe (maxT,C) (skipped when null data): written or added (grads).
+// One launch (embedding_backward_kernel), whatever the mode.
 void CudaBackend::embedding_backward(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tokens, ParamGrads grads) {
   const int B = static_cast<int>(tokens.shape[0]), T = static_cast<int>(tokens.shape[1]);
-  const int C = static_cast<int>(dwte.shape[1]);
+  const int V = static_cast<int>(dwte.shape[0]), C = static_cast<int>(dwte.shape[1]);
   const int64_t N = static_cast<int64_t>(B) * T;
   const DType dtype = shared_storage_dtype("embedding_backward", {dout});
   float* dtable = dwte.f32();  // parameter gradients: F32 whatever the activations' storage
   float* dpos = dwpe.data ? dwpe.f32() : nullptr;
-  if (C <= 0) return;
-  if (grads == ParamGrads::Write) {  // the kernels below add: start from zero
-    fill_zero(dwte);
-    if (dpos) fill_zero(dwpe);
-  }
-  // Small blocks spread the C channel threads over as many SMs as possible.
-  const int threads = 64;
+  const int maxT = dpos ? static_cast<int>(dwpe.shape[0]) : 0;
+  if (C <= 0 || (V <= 0 && maxT <= 0)) return;
+  // Whole warps (the ballot), as few idle channels as possible for a small C.
+  const int threads = static_cast<int>(std::min<int64_t>(kMaxBlockChannels, ceil_div(C, 32) * 32));
+  const int wte_blocks = static_cast<int>(ceil_div(V, kRowsPerBlock));
+  const int wpe_blocks = static_cast<int>(ceil_div(maxT, kRowsPerBlock));
+  const dim3 grid(static_cast<unsigned int>(wte_blocks + wpe_blocks), static_cast<unsigned int>(ceil_div(C, threads)));
   dispatch_storage(dtype, [&](auto storage) {
     using S = decltype(storage);
-    embedding_backward_wte_kernel<S><<<static_cast<unsigned int>(ceil_div(C, threads)), threads, 0, stream_>>>(
-        dtable, dout.as<S>(), tokens.i32(), N, C);
-    CUDA_CHECK(cudaGetLastError());
-    if (dpos) {
-      embedding_backward_wpe_kernel<S><<<grid_stride_blocks(static_cast<int64_t>(T) * C), kThreadsPerBlock, 0,
-                                         stream_>>>(dpos, dout.as<S>(), B, T, C);
-      CUDA_CHECK(cudaGetLastError());
-    }
+    embedding_backward_kernel<S><<<grid, threads, 0, stream_>>>(dtable, dpos, dout.as<S>(), tokens.i32(), N, B, T, C,
+                                                                V, maxT, wte_blocks, grads == ParamGrads::Add);
   });
+  CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace tt

@@ -33,7 +33,6 @@ constexpr int kRowsPerBlock = 8;                 // row kernels: one warp per ro
 constexpr int kRowThreads = kRowsPerBlock * kWarp;
 constexpr int kMinRowsPerBlock = 32;             // backward: rows one block covers, at least
 constexpr int kMaxBackwardBlocks = 512;          // backward: blocks (partial sums per column), at most
-constexpr int kLayernormCounter = 0;             // its slot in CudaBackend::reduce_counters_
 
 
 // inp (N,C), weight (C), bias (C) -> out (N,C), mean (N), rstd (N)
@@ -319,7 +318,7 @@ void CudaBackend::layernorm_residual_dropout_backward(Tensor dinp, Tensor dbranc
   dispatch_storage(dtype, [&](auto storage) {
     using S = decltype(storage);
     layernorm_backward_kernel<S><<<blocks, kRowThreads, 0, stream_>>>(
-        dinp.as<S>(), data_or_null<S>(dbranch), dw, db, reduce_scratch_, reduce_counters_ + kLayernormCounter,
+        dinp.as<S>(), data_or_null<S>(dbranch), dw, db, reduce_scratch_, reduce_counters_ + kLayerNormCounter,
         dout.as<S>(), data_or_null<S>(dout2), data_or_null<S>(dskip), inp.as<S>(), weight.as<S>(), mu, rs, N, C,
         static_cast<int>(rows_per_block), grads == ParamGrads::Add, branch_dropout);
   });
