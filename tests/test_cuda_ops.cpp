@@ -1699,6 +1699,8 @@ TEST_F(CudaTest, FusedLayernormBackwardReplayedTwiceGivesTheSameBits) {
         test::expect_bitwise_equal(what + names[k] + " replay " + std::to_string(replay), runs[replay][k], runs[0][k]);
     const bool finite = std::all_of(runs[0][2].begin(), runs[0][2].end(), [](float v) { return std::isfinite(v); });
     EXPECT_TRUE(finite) << what << "dweight was not written";
+  }
+}
 
 // ============================== one-launch reductions and the fused optimizer ==============================
 // The kernels that finish a reduction in their last block (grad_norm_check; AdamW with the step
