@@ -100,10 +100,14 @@ nlohmann::json or_null(double value) { return std::isfinite(value) ? nlohmann::j
 // (the eager first step, or no CUDA graphs).
 nlohmann::json graph_nodes_json(const std::optional<GraphNodeCount>& nodes) {
   if (!nodes) return nullptr;
-  return {{"total", nodes->total()},          {"gemm", nodes->gemm},
-          {"attention", nodes->attention},    {"elementwise", nodes->elementwise},
-          {"reduction", nodes->reduction},    {"optimizer", nodes->optimizer},
-          {"memset_copy", nodes->memset_copy}, {"other", nodes->other}};
+  return {{"total", nodes->total()},
+          {"gemm", nodes->gemm},
+          {"attention", nodes->attention},
+          {"elementwise", nodes->elementwise},
+          {"reduction", nodes->reduction},
+          {"optimizer", nodes->optimizer},
+          {"memset_copy", nodes->memset_copy},
+          {"other", nodes->other}};
 }
 
 }  // namespace

@@ -60,9 +60,15 @@ struct LibraryPattern {
   int GraphNodeCount::*counter;
 };
 constexpr LibraryPattern kLibraryPatterns[] = {
-    {"gemm", &GraphNodeCount::gemm},   {"gemv", &GraphNodeCount::gemm},       {"xmma", &GraphNodeCount::gemm},
-    {"nvjet", &GraphNodeCount::gemm},  {"cutlass", &GraphNodeCount::gemm},    {"splitkreduce", &GraphNodeCount::gemm},
-    {"cudnn", &GraphNodeCount::attention}, {"fmha", &GraphNodeCount::attention}, {"flash", &GraphNodeCount::attention},
+    {"gemm", &GraphNodeCount::gemm},
+    {"gemv", &GraphNodeCount::gemm},
+    {"xmma", &GraphNodeCount::gemm},
+    {"nvjet", &GraphNodeCount::gemm},
+    {"cutlass", &GraphNodeCount::gemm},
+    {"splitkreduce", &GraphNodeCount::gemm},
+    {"cudnn", &GraphNodeCount::attention},
+    {"fmha", &GraphNodeCount::attention},
+    {"flash", &GraphNodeCount::attention},
 };
 
 bool is_identifier_char(char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; }
