@@ -96,6 +96,20 @@ std::string duration_text(double seconds) {
 // A metrics value: JSON null when not measured (NaN) or not finite.
 nlohmann::json or_null(double value) { return std::isfinite(value) ? nlohmann::json(value) : nlohmann::json(nullptr); }
 
+// The captured step's graph nodes by kind, with their total; null before a step was captured
+// (the eager first step, or no CUDA graphs).
+nlohmann::json graph_nodes_json(const std::optional<GraphNodeCount>& nodes) {
+  if (!nodes) return nullptr;
+  return {{"total", nodes->total()},
+          {"gemm", nodes->gemm},
+          {"attention", nodes->attention},
+          {"elementwise", nodes->elementwise},
+          {"reduction", nodes->reduction},
+          {"optimizer", nodes->optimizer},
+          {"memset_copy", nodes->memset_copy},
+          {"other", nodes->other}};
+}
+
 }  // namespace
 
 void check_data_options(const TrainOptions& o) {
@@ -257,13 +271,14 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
                    {"loss_scale", status.scale},
                    {"alloc_mb", alloc_mb},
                    {"tflops", or_null(ms ? tflops_at(*ms) : NAN)},
-                   {"mfu", or_null(ms ? mfu_at(*ms) : NAN)}});
+                   {"mfu", or_null(ms ? mfu_at(*ms) : NAN)},
+                   {"graph_nodes", graph_nodes_json(trainer.graph_nodes())}});
   };
   // A validation-only record (an evaluation at a step that is not logged, or after the last).
   auto log_val_only = [&](int step, double val) {
     metrics.write({{"step", step}, {"loss", nullptr}, {"val_loss", val}, {"lr", nullptr}, {"grad_norm", nullptr},
                    {"tokens_per_s", nullptr}, {"ms_per_step", nullptr}, {"loss_scale", nullptr},
-                   {"alloc_mb", alloc_mb}, {"tflops", nullptr}, {"mfu", nullptr}});
+                   {"alloc_mb", alloc_mb}, {"tflops", nullptr}, {"mfu", nullptr}, {"graph_nodes", nullptr}});
   };
 
   for (int step = start; step < o.run.steps; ++step) {
@@ -319,7 +334,9 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
     // With CUDA graphs: how many of this process's steps replayed the captured step.
     const std::string graphs =
         trainer.graph_replays() > 0 ? " | " + std::to_string(trainer.graph_replays()) + " steps replayed a CUDA graph" : "";
-    log << line << speed_fields(ms) << ranks << graphs << (o.mfu.note.empty() ? "" : " (" + o.mfu.note + ")")
+    const std::optional<GraphNodeCount> nodes = trainer.graph_nodes();
+    const std::string graph_nodes = nodes ? " | " + graph_nodes_text(*nodes) : "";
+    log << line << speed_fields(ms) << ranks << graphs << graph_nodes << (o.mfu.note.empty() ? "" : " (" + o.mfu.note + ")")
         << std::endl;
   }
 }

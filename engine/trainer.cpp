@@ -284,6 +284,7 @@ void Trainer::train_step(bool use_graph) {
     optimizer_step();
     backend_.end_capture();
     graph_ready_ = true;
+    graph_nodes_ = backend_.captured_graph_nodes();
   }
   backend_.replay_graph();
   ++graph_replays_;
@@ -310,6 +311,15 @@ double Trainer::read_loss() {
     sum = total;
   }
   return sum / (static_cast<double>(global_B_) * T_);
+}
+
+std::string graph_nodes_text(const GraphNodeCount& n) {
+  std::string text = "CUDA graph " + std::to_string(n.total()) + " nodes (gemm " + std::to_string(n.gemm) +
+                     ", attention " + std::to_string(n.attention) + ", elementwise " + std::to_string(n.elementwise) +
+                     ", reduction " + std::to_string(n.reduction) + ", optimizer " + std::to_string(n.optimizer) +
+                     ", memset/copy " + std::to_string(n.memset_copy);
+  if (n.other > 0) text += ", other " + std::to_string(n.other);
+  return text + ")";
 }
 
 }  // namespace tt

@@ -161,8 +161,18 @@ void store(void* p, int type, size_t i, float v) {
 
 }  // namespace
 
-// The runtime's stream work (simt/runtime.cpp).
-cudaError_t enqueue_work(cudaStream_t stream, std::function<cudaError_t()> work);
+// The runtime's stream work (simt/runtime.cpp): a node of the library's kernel `library_kernel`,
+// named `name`, when captured.
+cudaError_t enqueue_work(cudaStream_t stream, const void* library_kernel, const char* name,
+                         std::function<cudaError_t()> work);
+
+namespace {
+// What stands for cuBLASLt's GEMM kernel: its address is the kernel's (a captured matmul is a
+// kernel node of it), and its name follows the library's kernels' (sm90_xmma_gemm_...), which is
+// how a captured graph's nodes are told apart on a GPU too (kernels/cuda/graph_nodes.cu).
+const char kEmulatedGemmKernel = 0;
+constexpr const char* kEmulatedGemmKernelName = "sm90_xmma_gemm_emulated_by_simt_cublaslt";
+}  // namespace
 
 }  // namespace simt
 
@@ -353,7 +363,7 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   const LtMatmulDesc dd = *desc;
   const LtMatrixLayout la = *a, lb = *b, lc = *c, ld = *d;
   const int bias_type = dd.bias_type < 0 ? ld.type : dd.bias_type;
-  const cudaError_t e = enqueue_work(stream, [=]() {
+  const cudaError_t e = enqueue_work(stream, &kEmulatedGemmKernel, kEmulatedGemmKernelName, [=]() {
     const bool tf32 = dd.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
     const std::vector<float> fa = widen(A, la, tf32), fb = widen(B, lb, tf32);
     const int m = static_cast<int>(ld.rows), n = static_cast<int>(ld.cols);

@@ -38,6 +38,7 @@ enum cudaError {
   cudaErrorStreamCaptureInvalidated,
   cudaErrorStreamCaptureWrongThread,
   cudaErrorIllegalState,
+  cudaErrorInvalidDeviceFunction,
 };
 using cudaError_t = cudaError;
 
@@ -46,10 +47,12 @@ struct Stream;
 struct Event;
 struct Graph;
 struct GraphExec;
+struct GraphNode;
 using cudaStream_t = Stream*;
 using cudaEvent_t = Event*;
 using cudaGraph_t = Graph*;
 using cudaGraphExec_t = GraphExec*;
+using cudaGraphNode_t = GraphNode*;
 
 enum cudaMemcpyKind {
   cudaMemcpyHostToHost = 0,
@@ -76,6 +79,25 @@ enum cudaDeviceAttr {
 };
 enum cudaFuncAttribute {
   cudaFuncAttributeMaxDynamicSharedMemorySize = 8,
+};
+// The kinds of graph node a stream capture records here (the runtime's numbers; it has more
+// kinds, which the emulator never makes).
+enum cudaGraphNodeType {
+  cudaGraphNodeTypeKernel = 0x00,
+  cudaGraphNodeTypeMemcpy = 0x01,
+  cudaGraphNodeTypeMemset = 0x02,
+  cudaGraphNodeTypeGraph = 0x04,  // a graph launched onto a capturing stream
+};
+// A kernel node's launch. The emulator keeps a launch's arguments in the node's own closure,
+// so kernelParams and extra are null; func is the kernel's address (for a library's kernel, an
+// address cudaFuncGetName names).
+struct cudaKernelNodeParams {
+  void* func;
+  dim3 gridDim;
+  dim3 blockDim;
+  unsigned int sharedMemBytes;
+  void** kernelParams;
+  void** extra;
 };
 constexpr unsigned int cudaStreamDefault = 0x0;
 constexpr unsigned int cudaStreamNonBlocking = 0x1;
@@ -139,6 +161,21 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsig
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream);
 cudaError_t cudaGraphDestroy(cudaGraph_t graph);
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec);
+// A graph's nodes, in the order they were captured: with nodes null, *numNodes is set to their
+// number; otherwise up to *numNodes of them are written (the rest of the array nulled) and
+// *numNodes is set to how many were.
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes);
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* pType);
+cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodeParams* pNodeParams);  // kernel nodes only
+
+// The name of a kernel (CUDA 12.3+): here the name its launch was written with (e.g.
+// "layernorm_forward_kernel<S>"), where the runtime gives the mangled symbol; a kernel never
+// launched has none (cudaErrorInvalidDeviceFunction).
+cudaError_t cudaFuncGetName(const char** name, const void* func);
+template <typename Kernel>
+cudaError_t cudaFuncGetName(const char** name, Kernel* func) {
+  return cudaFuncGetName(name, reinterpret_cast<const void*>(func));
+}
 
 // Per-kernel attributes are keyed by the kernel's address, as the runtime's template overload does.
 cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int value);

@@ -29,17 +29,25 @@ namespace simt::cuda_api {
 // Work on a stream: done at once, or recorded while the stream is captured.
 using Work = std::function<cudaError_t()>;
 
+// One node of a captured graph: what it is (cudaGraphGetNodes and friends answer from it) and
+// the work it does when the graph runs.
+struct GraphNode {
+  cudaGraphNodeType type = cudaGraphNodeTypeKernel;
+  cudaKernelNodeParams kernel{};  // kernel nodes: the kernel's address and launch shape
+  Work work;
+};
+
 struct Stream {
   unsigned flags = 0;
   bool capturing = false;
   bool capture_invalidated = false;
-  std::vector<Work> captured;
+  std::vector<GraphNode> captured;
 };
 struct Event {
   bool recorded = false;
 };
 struct Graph {
-  std::vector<Work> nodes;
+  std::vector<GraphNode> nodes;  // in capture order; a stream's capture is a chain
 };
 struct GraphExec {
   std::vector<Work> nodes;
@@ -67,6 +75,7 @@ std::map<const char*, size_t> g_host_allocations;    // pinned host memory
 size_t g_device_bytes = 0;
 std::map<const void*, int> g_dynamic_shared_limit;  // kernel -> cudaFuncAttributeMaxDynamicSharedMemorySize
 std::vector<Stream*> g_capturing;                   // streams being captured
+std::map<const void*, const char*> g_kernel_names;  // kernel -> its name (cudaFuncGetName)
 Stream g_legacy_stream;                             // the default (null) stream
 uint64_t g_work_enqueued = 0;                       // see work_items_enqueued()
 
@@ -96,17 +105,25 @@ void deliver_pending_fault() {
   g_pending = cudaSuccess;
 }
 
-cudaError_t enqueue(cudaStream_t stream, Work work) {
+// `node` describes the work (its `work` is ignored); a capturing stream records it as one node.
+cudaError_t enqueue(cudaStream_t stream, GraphNode node, Work work) {
   if (g_sticky != cudaSuccess) return g_sticky;
   ++g_work_enqueued;
   Stream* s = stream_of(stream);
   if (s->capturing) {
-    s->captured.push_back(std::move(work));
+    node.work = std::move(work);
+    s->captured.push_back(std::move(node));
     return cudaSuccess;
   }
   if (g_pending != cudaSuccess) return cudaSuccess;  // the device has faulted: nothing more runs
   const cudaError_t e = work();
   return e == cudaSuccess ? e : fail(e);
+}
+
+GraphNode node_of_type(cudaGraphNodeType type) {
+  GraphNode node;
+  node.type = type;
+  return node;
 }
 
 // Is [p, p + bytes) inside one device allocation?
@@ -135,8 +152,16 @@ bool dim_ok(unsigned v, unsigned limit) { return v >= 1 && v <= limit; }
 
 }  // namespace
 
-// Work that a library on the emulated device enqueues (cuBLASLt's matmuls, simt/cublaslt.cpp).
-cudaError_t enqueue_work(cudaStream_t stream, std::function<cudaError_t()> work) { return enqueue(stream, std::move(work)); }
+// Work that a library on the emulated device enqueues (cuBLASLt's matmuls, simt/cublaslt.cpp):
+// on a GPU the library launches its own kernels, so the work is a kernel node whose kernel is
+// `library_kernel` (any address unique to it), named `name` for cudaFuncGetName.
+cudaError_t enqueue_work(cudaStream_t stream, const void* library_kernel, const char* name,
+                         std::function<cudaError_t()> work) {
+  g_kernel_names[library_kernel] = name;
+  GraphNode node;
+  node.kernel.func = const_cast<void*>(library_kernel);
+  return enqueue(stream, node, std::move(work));
+}
 
 // For tests only (tests/test_cuda_ops.cpp declares it): how many work items (kernel launches,
 // memsets, copies, library calls) have been enqueued on any stream since the process began,
@@ -167,7 +192,11 @@ void launch_kernel(const LaunchConfig& c, const void* kernel, std::function<void
   grid.kernel = c.kernel;
   grid.file = c.file;
   grid.line = c.line;
-  enqueue(c.stream, [grid, body = std::move(body)]() mutable {
+  g_kernel_names[kernel] = c.kernel;
+  GraphNode node;
+  node.kernel = cudaKernelNodeParams{const_cast<void*>(kernel), c.grid, c.block,
+                                     static_cast<unsigned int>(c.shared_bytes), nullptr, nullptr};
+  enqueue(c.stream, node, [grid, body = std::move(body)]() mutable {
     grid.body = &body;
     const std::string fault = run_grid(grid);
     if (fault.empty()) return cudaSuccess;
@@ -283,6 +312,7 @@ const char* cudaGetErrorName(cudaError_t error) {
     case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
     case cudaErrorStreamCaptureWrongThread: return "cudaErrorStreamCaptureWrongThread";
     case cudaErrorIllegalState: return "cudaErrorIllegalState";
+    case cudaErrorInvalidDeviceFunction: return "cudaErrorInvalidDeviceFunction";
   }
   return "cudaErrorUnknown";
 }
@@ -309,6 +339,7 @@ const char* cudaGetErrorString(cudaError_t error) {
     case cudaErrorStreamCaptureInvalidated: return "operation failed due to a previous error during capture";
     case cudaErrorStreamCaptureWrongThread: return "attempt to terminate a thread-local capture sequence from another thread";
     case cudaErrorIllegalState: return "the operation is not permitted in the current state";
+    case cudaErrorInvalidDeviceFunction: return "invalid device function";
   }
   return "unknown error";
 }
@@ -368,7 +399,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (g_sticky != cudaSuccess) return g_sticky;
   if (bytes == 0) return cudaSuccess;
   if (!copy_is_valid(dst, src, bytes, kind)) return fail(cudaErrorInvalidValue);
-  return enqueue(stream, [=]() {
+  return enqueue(stream, node_of_type(cudaGraphNodeTypeMemcpy), [=]() {
     std::memmove(dst, src, bytes);
     return cudaSuccess;
   });
@@ -385,7 +416,7 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
   if (g_sticky != cudaSuccess) return g_sticky;
   if (bytes == 0) return cudaSuccess;
   if (!is_device_range(ptr, bytes)) return fail(cudaErrorInvalidValue);
-  return enqueue(stream, [=]() {
+  return enqueue(stream, node_of_type(cudaGraphNodeTypeMemset), [=]() {
     std::memset(ptr, value, bytes);
     return cudaSuccess;
   });
@@ -440,12 +471,16 @@ cudaError_t cudaEventDestroy(cudaEvent_t event) {
   return g_sticky;
 }
 
+// During a capture, recording an event makes no graph node: the runtime turns it into an
+// ordering point for other streams' captured work (only cudaEventRecordWithFlags with
+// cudaEventRecordExternal makes a node), and one captured stream needs no ordering point.
 cudaError_t cudaEventRecord(cudaEvent_t event, cudaStream_t stream) {
   if (!event) return fail(cudaErrorInvalidResourceHandle);
-  return enqueue(stream, [event]() {
-    event->recorded = true;
-    return cudaSuccess;
-  });
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (stream_of(stream)->capturing) return cudaSuccess;
+  if (g_pending != cudaSuccess) return cudaSuccess;  // the device has faulted: nothing more runs
+  event->recorded = true;
+  return cudaSuccess;
 }
 
 cudaError_t cudaEventSynchronize(cudaEvent_t event) {
@@ -474,7 +509,7 @@ cudaError_t cudaStreamEndCapture(cudaStream_t stream, cudaGraph_t* graph) {
   if (!stream || !stream->capturing) return fail(cudaErrorIllegalState);
   stream->capturing = false;
   forget_capture(stream);
-  std::vector<Work> nodes = std::move(stream->captured);
+  std::vector<GraphNode> nodes = std::move(stream->captured);
   stream->captured.clear();
   if (stream->capture_invalidated) return fail(cudaErrorStreamCaptureInvalidated);
   if (g_sticky != cudaSuccess) return g_sticky;
@@ -498,13 +533,14 @@ cudaError_t cudaGraphInstantiate(cudaGraphExec_t* exec, cudaGraph_t graph, unsig
   *exec = nullptr;
   if (g_sticky != cudaSuccess) return g_sticky;
   if (!graph) return fail(cudaErrorInvalidValue);
-  *exec = new GraphExec{graph->nodes};
+  *exec = new GraphExec;
+  for (const GraphNode& node : graph->nodes) (*exec)->nodes.push_back(node.work);
   return cudaSuccess;
 }
 
 cudaError_t cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t stream) {
   if (!exec) return fail(cudaErrorInvalidValue);
-  return enqueue(stream, [exec]() {
+  return enqueue(stream, node_of_type(cudaGraphNodeTypeGraph), [exec]() {  // captured: a child-graph node
     for (Work& node : exec->nodes) {
       if (g_pending != cudaSuccess) break;  // a node faulted: the rest of the graph does not run
       const cudaError_t e = node();
@@ -522,6 +558,42 @@ cudaError_t cudaGraphDestroy(cudaGraph_t graph) {
 cudaError_t cudaGraphExecDestroy(cudaGraphExec_t exec) {
   delete exec;
   return g_sticky;
+}
+
+cudaError_t cudaGraphGetNodes(cudaGraph_t graph, cudaGraphNode_t* nodes, size_t* numNodes) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (!graph || !numNodes) return fail(cudaErrorInvalidValue);
+  if (!nodes) {
+    *numNodes = graph->nodes.size();
+    return cudaSuccess;
+  }
+  const size_t given = std::min(*numNodes, graph->nodes.size());
+  for (size_t i = 0; i < *numNodes; ++i) nodes[i] = i < given ? &graph->nodes[i] : nullptr;
+  *numNodes = given;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* pType) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (!node || !pType) return fail(cudaErrorInvalidValue);
+  *pType = node->type;
+  return cudaSuccess;
+}
+
+cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodeParams* pNodeParams) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (!node || !pNodeParams || node->type != cudaGraphNodeTypeKernel) return fail(cudaErrorInvalidValue);
+  *pNodeParams = node->kernel;
+  return cudaSuccess;
+}
+
+cudaError_t cudaFuncGetName(const char** name, const void* func) {
+  if (g_sticky != cudaSuccess) return g_sticky;
+  if (!name || !func) return fail(cudaErrorInvalidValue);
+  auto it = g_kernel_names.find(func);
+  if (it == g_kernel_names.end()) return fail(cudaErrorInvalidDeviceFunction);
+  *name = it->second;
+  return cudaSuccess;
 }
 
 cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int value) {

@@ -64,6 +64,7 @@ std::vector<std::string> with(const Flags& overrides, const Flags& base = kSmall
 
 struct TrainedRun {
   std::vector<double> losses, scales, alloc_mb;  // per step, from the metrics file
+  std::vector<nlohmann::json> graph_nodes;        // per step: the captured graph's nodes by kind, or null
   std::string log;
 };
 
@@ -82,6 +83,7 @@ TrainedRun train(const Flags& overrides, double timeout_s = 60.0) {
     run.losses.push_back(j.at("loss").get<double>());
     run.scales.push_back(j.at("loss_scale").get<double>());
     run.alloc_mb.push_back(j.at("alloc_mb").get<double>());
+    run.graph_nodes.push_back(j.at("graph_nodes"));
   }
   return run;
 }
@@ -263,6 +265,26 @@ TEST(CliFlags, CudaGraphOnAndOffGiveTheSameBits) {
   // step 1 eager, step 2 captured and replayed, step 3 replayed
   EXPECT_NE(on.log.find(" | 2 steps replayed a CUDA graph"), std::string::npos) << on.log;
   EXPECT_EQ(off.log.find("replayed a CUDA graph"), std::string::npos) << off.log;
+  // The done line says what the captured graph holds; the metrics file has the same numbers
+  // from the step that captured it on, null before (and always null without graphs).
+  std::smatch m;
+  ASSERT_TRUE(std::regex_search(on.log, m,
+                                std::regex(" \\| CUDA graph (\\d+) nodes \\(gemm (\\d+), attention (\\d+), elementwise "
+                                           "(\\d+), reduction (\\d+), optimizer (\\d+), memset/copy (\\d+)\\)")))
+      << on.log;
+  EXPECT_EQ(off.log.find("CUDA graph "), std::string::npos) << off.log;
+  const char* kinds[] = {"gemm", "attention", "elementwise", "reduction", "optimizer", "memset_copy"};
+  int sum = 0;
+  ASSERT_EQ(on.graph_nodes.size(), 3u);
+  EXPECT_TRUE(on.graph_nodes[0].is_null());
+  for (int i = 0; i < 6; ++i) {
+    sum += std::stoi(m[i + 2]);
+    for (int step : {1, 2}) EXPECT_EQ(on.graph_nodes[step].at(kinds[i]).get<int>(), std::stoi(m[i + 2])) << kinds[i];
+  }
+  EXPECT_EQ(sum, std::stoi(m[1]));
+  EXPECT_EQ(on.graph_nodes[2].at("total").get<int>(), sum);
+  EXPECT_EQ(on.graph_nodes[2].at("other").get<int>(), 0);
+  for (const nlohmann::json& nodes : off.graph_nodes) EXPECT_TRUE(nodes.is_null());
 #endif
 }
 

@@ -243,6 +243,7 @@ TEST(Profile, CpuTraceNestsAddsUpAndCountsTheModelFlops) {
   EXPECT_TRUE(contains(r.out, "all ops")) << r.out;
   EXPECT_TRUE(contains(r.out, "step (measured)")) << r.out;
   EXPECT_TRUE(contains(r.out, "outside ops")) << r.out;
+  EXPECT_FALSE(contains(r.out, "graph: ")) << "the CPU backend has no graphs to count";
   const std::map<std::string, Row> rows = table_rows(r);
   for (const char* op : {"linear_forward", "linear_backward", "attention_forward", "attention_backward",
                          "layernorm_forward", "cross_entropy", "adamw_step", "fill_zero"})
@@ -371,6 +372,9 @@ TEST(Profile, CudaBackendOnTheEmulatorRuns) {
   ASSERT_FALSE(trace.is_discarded());
   EXPECT_TRUE(contains(r.out, "roofline: blank: the emulated GPU (cuda-emu) has no hardware peaks")) << r.out;
   EXPECT_TRUE(contains(r.out, "all ops")) << r.out;
+  // one more step captured, only to count the graph `train` would replay
+  EXPECT_TRUE(contains(r.out, "graph: one step captured as CUDA graph ")) << r.out;
+  EXPECT_FALSE(contains(r.out, ", other ")) << r.out;
 }
 
 // --estimate on the emulator: every op of the step is modelled with the nodes its own graph

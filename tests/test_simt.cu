@@ -527,6 +527,66 @@ TEST_F(Simt, CublasLtComputesEveryTransposeAgainstADoubleReference) {
     }
 }
 
+// What a captured graph holds, asked as on a GPU: a node per kernel launch, memset, copy and
+// cuBLASLt matmul (a kernel node of the library's GEMM kernel), none for an event record;
+// each node's type, a kernel node's kernel and launch shape, the kernel's name.
+TEST_F(Simt, GraphNodesSayWhatTheyAre) {
+  int* x = device<int>(4, {0, 0, 0, 0});
+  float* m = device<float>(64);
+  Gemm g(8, 8, 8, false, false, CUDA_R_32F, CUDA_R_32F);
+  cublasLtMatmulAlgo_t algo;
+  ASSERT_EQ(g.heuristic(&algo), CUBLAS_STATUS_SUCCESS);
+  cudaStream_t stream = nullptr;
+  cudaEvent_t event = nullptr;
+  ASSERT_EQ(cudaStreamCreateWithFlags(&stream, cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaEventCreate(&event), cudaSuccess);
+  ASSERT_EQ(cudaStreamBeginCapture(stream, cudaStreamCaptureModeThreadLocal), cudaSuccess);
+  add_kernel<<<2, 4, 16, stream>>>(x, 1);
+  ASSERT_EQ(cudaEventRecord(event, stream), cudaSuccess);  // no node
+  ASSERT_EQ(cudaMemsetAsync(x, 0, sizeof(int), stream), cudaSuccess);
+  ASSERT_EQ(cudaMemcpyAsync(x + 1, x, sizeof(int), cudaMemcpyDeviceToDevice, stream), cudaSuccess);
+  const float one = 1.0f, zero = 0.0f;
+  ASSERT_EQ(cublasLtMatmul(g.lt, g.desc, &one, m, g.a, m, g.b, &zero, m, g.c, m, g.c, &algo, nullptr, 0, stream),
+            CUBLAS_STATUS_SUCCESS);
+  cudaGraph_t graph = nullptr;
+  ASSERT_EQ(cudaStreamEndCapture(stream, &graph), cudaSuccess);
+
+  size_t count = 0;
+  ASSERT_EQ(cudaGraphGetNodes(graph, nullptr, &count), cudaSuccess);
+  ASSERT_EQ(count, 4u);
+  std::vector<cudaGraphNode_t> nodes(6, reinterpret_cast<cudaGraphNode_t>(&count));  // 2 more than it holds
+  count = nodes.size();
+  ASSERT_EQ(cudaGraphGetNodes(graph, nodes.data(), &count), cudaSuccess);
+  EXPECT_EQ(count, 4u);
+  EXPECT_EQ(nodes[4], nullptr);  // the rest nulled
+  EXPECT_EQ(nodes[5], nullptr);
+  const cudaGraphNodeType want[] = {cudaGraphNodeTypeKernel, cudaGraphNodeTypeMemset, cudaGraphNodeTypeMemcpy,
+                                    cudaGraphNodeTypeKernel};
+  for (int i = 0; i < 4; ++i) {
+    cudaGraphNodeType type;
+    ASSERT_EQ(cudaGraphNodeGetType(nodes[i], &type), cudaSuccess);
+    EXPECT_EQ(type, want[i]) << "node " << i;
+  }
+  cudaKernelNodeParams params{};
+  ASSERT_EQ(cudaGraphKernelNodeGetParams(nodes[0], &params), cudaSuccess);
+  EXPECT_EQ(params.func, reinterpret_cast<void*>(add_kernel));
+  EXPECT_EQ(params.gridDim.x, 2u);
+  EXPECT_EQ(params.blockDim.x, 4u);
+  EXPECT_EQ(params.sharedMemBytes, 16u);
+  const char* name = nullptr;
+  ASSERT_EQ(cudaFuncGetName(&name, add_kernel), cudaSuccess);
+  EXPECT_STREQ(name, "add_kernel");
+  ASSERT_EQ(cudaGraphKernelNodeGetParams(nodes[3], &params), cudaSuccess);
+  ASSERT_EQ(cudaFuncGetName(&name, params.func), cudaSuccess);
+  EXPECT_NE(std::string(name).find("gemm"), std::string::npos) << name;
+  EXPECT_EQ(cudaGraphKernelNodeGetParams(nodes[1], &params), cudaErrorInvalidValue);  // a memset node
+  EXPECT_EQ(cudaFuncGetName(&name, &count), cudaErrorInvalidDeviceFunction);          // not a kernel
+  cudaGetLastError();
+  cudaGraphDestroy(graph);
+  cudaEventDestroy(event);
+  cudaStreamDestroy(stream);
+}
+
 // TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM=1: the heuristic finds nothing, silently, for a GEMM it
 // otherwise serves (the CUDA backend's fallback test, test_cuda_ops, relies on it).
 TEST_F(Simt, CublasLtFindsNoAlgorithmWhenTheEnvironmentSaysSo) {

@@ -1,6 +1,8 @@
 // `train --metrics FILE.jsonl`: one JSON object per line, per logged step, for plots and
 // comparisons (tools/plot_metrics.py). Fields: step, loss, val_loss, lr, grad_norm,
-// tokens_per_s, ms_per_step, loss_scale, alloc_mb; a value not measured at that step is null.
+// tokens_per_s, ms_per_step, loss_scale, alloc_mb, tflops, mfu, graph_nodes (the captured CUDA
+// graph's nodes by kind: {total, gemm, attention, elementwise, reduction, optimizer, memset_copy,
+// other}); a value not measured at that step is null.
 //
 // Each line is flushed as it is written, so a killed run leaves every finished line (and at
 // most one torn last line). A resumed run keeps the lines of the steps before the one it resumes

@@ -56,6 +56,20 @@ void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
     trainer.train_step(/*use_graph=*/false);  // eagerly: a graph would be one call, not ops
     steps.push_back(profiler.end_step());
   }
+  // The profiled steps ran eagerly, op by op; `train` replays each step as one CUDA graph. To
+  // say how many nodes that graph holds, one more step is captured on the backend itself (the
+  // profiler, outside begin_step/end_step, passes every op on untimed) and counted, never replayed:
+  // the profile reads nothing the step would have changed.
+  std::optional<GraphNodeCount> graph_nodes;
+  if (backend.supports_graphs()) {
+    random_batch(t.run.seed, static_cast<uint32_t>(t.run.steps), B, T, t.model.vocab_size, x.data(), y.data());
+    trainer.load_batch(x.data(), y.data(), static_cast<uint32_t>(t.run.steps));
+    profiler.synchronize();
+    backend.begin_capture();
+    trainer.train_step(/*use_graph=*/false);  // the same ops as a captured `train` step
+    backend.end_capture();
+    graph_nodes = backend.captured_graph_nodes();
+  }
 
   const RooflineLookup peaks = lookup_roofline_peaks(o.backend, backend.name(), o.train.precision, o.tf32);
   const std::string where = backend.name() == "cpu" ? "cpu (" + std::to_string(cpu_threads_in_use()) + " threads)"
@@ -74,6 +88,8 @@ void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
                 "flops: %.3f GFLOP per step counted op by op; engine/flops.h: %.3f (model %.3f + recompute %.3f)",
                 summary.total.flops / 1e9, model.hardware() / 1e9, model.model() / 1e9, model.recompute / 1e9);
   out << line << '\n';
+  if (graph_nodes)
+    out << "graph: one step captured as " << graph_nodes_text(*graph_nodes) << " (not replayed: counted only)\n";
   if (!o.estimate_device.empty()) {
     // One more step, each op captured alone into a graph to count its nodes (so its times are
     // not the profile's), modelled on the named device. A backend without graphs (the CPU)

@@ -13,6 +13,7 @@
 #include <string>
 
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/graph_nodes.h"
 #include "kernels/device_query.h"
 
 namespace tt {
@@ -253,6 +254,7 @@ void CudaBackend::end_capture() {
     throw_cuda_error(err, "cudaStreamEndCapture", __FILE__, __LINE__);
   }
   graph_ = graph;
+  graph_nodes_ = count_graph_nodes(graph_);
   CUDA_CHECK(cudaGraphInstantiate(&graph_exec_, graph_, 0));
 }
 

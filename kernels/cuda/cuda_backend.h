@@ -36,6 +36,7 @@ class CudaBackend final : public Backend {
   void begin_capture() override;
   void end_capture() override;
   void replay_graph() override;
+  GraphNodeCount captured_graph_nodes() const override { return graph_nodes_; }  // counted by end_capture
   // NVTX ranges, and a clock of CUDA events on the stream (stream_clock.cu)
   void range_push(const char* name) override;
   void range_pop() override;
@@ -153,6 +154,7 @@ class CudaBackend final : public Backend {
   cudaEvent_t staging_done_ = nullptr;
   cudaGraph_t graph_ = nullptr;
   cudaGraphExec_t graph_exec_ = nullptr;
+  GraphNodeCount graph_nodes_;  // graph_'s nodes by kind (graph_nodes.h)
   bool capturing_ = false;
 };
 
