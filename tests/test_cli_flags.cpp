@@ -28,6 +28,7 @@
 #include "engine/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/cli_test_util.h"
+#include "tests/text_match.h"
 #include "tests/test_models.h"
 
 namespace tt::test {
@@ -267,11 +268,11 @@ TEST(CliFlags, CudaGraphOnAndOffGiveTheSameBits) {
   EXPECT_EQ(off.log.find("replayed a CUDA graph"), std::string::npos) << off.log;
   // The done line says what the captured graph holds; the metrics file has the same numbers
   // from the step that captured it on, null before (and always null without graphs).
-  std::smatch m;
-  ASSERT_TRUE(std::regex_search(on.log, m,
-                                std::regex(" \\| CUDA graph (\\d+) nodes \\(gemm (\\d+), attention (\\d+), elementwise "
-                                           "(\\d+), reduction (\\d+), optimizer (\\d+), memset/copy (\\d+)\\)")))
-      << on.log;
+  const auto found = regex_search_groups(on.log, " \\| CUDA graph (\\d+) nodes \\(gemm (\\d+), attention (\\d+), "
+                                                 "elementwise (\\d+), reduction (\\d+), optimizer (\\d+), "
+                                                 "memset/copy (\\d+)\\)");
+  ASSERT_TRUE(found) << on.log;
+  const std::vector<std::string>& m = *found;
   EXPECT_EQ(off.log.find("CUDA graph "), std::string::npos) << off.log;
   const char* kinds[] = {"gemm", "attention", "elementwise", "reduction", "optimizer", "memset_copy"};
   int sum = 0;

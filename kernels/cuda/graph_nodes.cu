@@ -30,25 +30,22 @@ constexpr KernelKind kOurKernels[] = {
     // one pass over elements or rows
     {"embedding_forward_kernel", &GraphNodeCount::elementwise},   // embedding.cu
     {"layernorm_forward_kernel", &GraphNodeCount::elementwise},   // layernorm.cu
-    {"layernorm_dinp_kernel", &GraphNodeCount::elementwise},
+    {"dropout_residual_layernorm_forward_kernel", &GraphNodeCount::elementwise},
     {"activation_forward_kernel", &GraphNodeCount::elementwise},  // activation.cu
     {"activation_backward_kernel", &GraphNodeCount::elementwise},
+    {"activation_dropout_kernel", &GraphNodeCount::elementwise},
     {"dropout_kernel", &GraphNodeCount::elementwise},             // dropout.cu
     {"residual_forward_kernel", &GraphNodeCount::elementwise},    // residual.cu
     {"broadcast_rows_kernel", &GraphNodeCount::elementwise},      // linear.cu: a bias cuBLASLt cannot fuse
     {"cast_kernel", &GraphNodeCount::elementwise},                // cast.cu
     // sums over rows or tokens
-    {"column_sums_kernel", &GraphNodeCount::reduction},  // linear.cu: bias gradients
-    {"layernorm_param_partials_kernel", &GraphNodeCount::reduction},
-    {"layernorm_param_reduce_kernel", &GraphNodeCount::reduction},
-    {"cross_entropy_kernel", &GraphNodeCount::reduction},  // cross_entropy.cu
-    {"embedding_backward_wte_kernel", &GraphNodeCount::reduction},
-    {"embedding_backward_wpe_kernel", &GraphNodeCount::reduction},
+    {"column_sums_kernel", &GraphNodeCount::reduction},  // linear.cu: bias gradients cuBLASLt does not make
+    {"layernorm_backward_kernel", &GraphNodeCount::reduction},  // layernorm.cu: dinp and dweight/dbias
+    {"cross_entropy_kernel", &GraphNodeCount::reduction},       // cross_entropy.cu
+    {"embedding_backward_kernel", &GraphNodeCount::reduction},  // embedding.cu
     // adamw.cu
-    {"grad_check_partials_kernel", &GraphNodeCount::optimizer},
-    {"grad_check_reduce_kernel", &GraphNodeCount::optimizer},
+    {"grad_check_kernel", &GraphNodeCount::optimizer},
     {"adamw_kernel", &GraphNodeCount::optimizer},
-    {"increment_step_kernel", &GraphNodeCount::optimizer},
     {"loss_scaler_update_kernel", &GraphNodeCount::optimizer},
 };
 
