@@ -6,6 +6,9 @@ this script.
 
   run_mutants.py BUILD_DIR [-jN] [--every-schedule] [NAME ...]      (default: every mutant)
 
+A mutant of a header (`file` a .cuh) names the kernel file compiled with it (`via`): that file is
+compiled with a mutated copy of the header found first on the include path.
+
 A mutant's `tests` names one or more suites, separated by white space (a value may go on over
 indented lines):
   FILTER             a gtest filter of tests/test_cuda_ops (the op tests against the CPU backend)
@@ -38,6 +41,13 @@ SOURCE = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SCHEDULES = ["forward", "random:7", "reverse"]  # as tests/CMakeLists.txt registers test_cuda_ops
 DEFAULT_BINARY = "test_cuda_ops"
 SUITE = re.compile(r"^(test_\w+):(.+)$")
+
+sys.path.insert(0, os.path.join(SOURCE, "simt"))
+from rewrite_cu import mutate  # noqa: E402  (the one find-and-replace, for headers too)
+
+
+def unescape(text):  # mutants.txt writes a line break as \n, as rewrite_cu.py reads it
+    return text.encode().decode("unicode_escape")
 
 
 def read_mutants():
@@ -88,12 +98,15 @@ def main(argv):
         print(f"run_mutants: no mutant named {', '.join(sorted(unknown))} in simt/mutants.txt")
         return 1
 
-    def generated_of(m):  # the emulated build's rewrite of the mutant's file
-        return os.path.normpath(os.path.join(simt_gen, os.path.basename(m["file"])[:-3] + ".cpp"))
+    def compiled_file(m):  # the .cu compiled with the mutant: its file, or for a header the one `via` names
+        return m.get("via", m["file"])
+
+    def generated_of(m):  # the emulated build's rewrite of that file
+        return os.path.normpath(os.path.join(simt_gen, os.path.basename(compiled_file(m))[:-3] + ".cpp"))
 
     for m in mutants:
         if generated_of(m) not in compile_commands:
-            print(f"mutant {m['name']}: {m['file']} is not in the emulated build (no {generated_of(m)} in "
+            print(f"mutant {m['name']}: {compiled_file(m)} is not in the emulated build (no {generated_of(m)} in "
                   "compile_commands.json): its kernels go untested")
             return 1
     links = {}  # test binary -> its link command
@@ -106,17 +119,28 @@ def main(argv):
 
     def build_mutant(m, tmp):
         """Compiles the mutant and links its test binaries: {binary: path}; raises Failed."""
-        name, source, generated = m["name"], os.path.join(SOURCE, m["file"]), generated_of(m)
+        name, source, generated = m["name"], os.path.join(SOURCE, compiled_file(m)), generated_of(m)
         mutated_cpp = os.path.join(tmp, name + ".cpp")
         obj = os.path.join(tmp, name + ".o")
-        r = run([sys.executable, os.path.join(SOURCE, "simt", "rewrite_cu.py"), source, mutated_cpp, "--mutate",
-                 m["find"], m["replace"], m["occurrence"]], build)
+        header = "via" in m  # a mutated header: a copy found first on the include path
+        mutation = [] if header else ["--mutate", m["find"], m["replace"], m["occurrence"]]
+        r = run([sys.executable, os.path.join(SOURCE, "simt", "rewrite_cu.py"), source, mutated_cpp, *mutation], build)
         if r.returncode != 0:
             raise Failed(f"mutant {name}: cannot apply it: {r.stdout.strip()}")
         # the original's compile command, on the mutated file
         entry = compile_commands[generated]
         cmd = shlex.split(entry["command"]) if "command" in entry else list(entry["arguments"])
         cmd = [mutated_cpp if os.path.normpath(os.path.join(entry["directory"], a)) == generated else a for a in cmd]
+        if header:
+            include = os.path.join(tmp, name + ".include")
+            copy = os.path.join(include, m["file"])
+            os.makedirs(os.path.dirname(copy), exist_ok=True)
+            with open(os.path.join(SOURCE, m["file"]), encoding="utf-8") as f:
+                text = mutate(f.read(), unescape(m["find"]), unescape(m["replace"]), int(m["occurrence"]), m["file"])
+            with open(copy, "w", encoding="utf-8") as f:
+                f.write(text)
+            first_include = next(i for i, a in enumerate(cmd) if a.startswith("-I"))
+            cmd.insert(first_include, "-I" + include)  # searched before the source tree's copy
         cmd[cmd.index("-o") + 1] = obj
         r = run(cmd, entry["directory"])
         if r.returncode != 0:

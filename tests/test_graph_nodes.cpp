@@ -43,9 +43,9 @@ TEST(GraphNodes, KernelNamesAreClassifiedInEveryForm) {
   EXPECT_STREQ(kind_of("activation_forward_kernel<Activation::Relu, S>"), "elementwise");
   EXPECT_STREQ(kind_of("tt::adamw_kernel"), "optimizer");
   EXPECT_STREQ(kind_of("tiled_gemm_kernel<AB, Out>"), "gemm");
-  // void tt::{anonymous}::layernorm_param_reduce_kernel(float*, ...) and
+  // void tt::{anonymous}::layernorm_backward_kernel(float*, ...) and
   // void tt::attention_forward_kernel<float>(float*, ...)
-  EXPECT_STREQ(kind_of("_ZN2tt12_GLOBAL__N_129layernorm_param_reduce_kernelEPfS1_PKfii"), "reduction");
+  EXPECT_STREQ(kind_of("_ZN2tt12_GLOBAL__N_125layernorm_backward_kernelEPfS1_PKfii"), "reduction");
   EXPECT_STREQ(kind_of("_ZN2tt24attention_forward_kernelIfEEvPT_S2_"), "attention");
   EXPECT_STREQ(kind_of("_Z17tiled_gemm_kernelIffEvPKT_"), "gemm");
   // a name that merely starts like one of ours is not ours

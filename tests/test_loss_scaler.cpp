@@ -48,7 +48,7 @@ class RecordingBackend final : public test::ForwardingBackend {
  public:
   RecordingBackend() : ForwardingBackend(make_cpu_backend()) {}
 
-  // The views the last adamw_step was given (AdamW's own arena) and the last cast's
+  // The views the last AdamW update was given (AdamW's own arena) and the last cast's
   // destination (the working weights; null data while nothing was cast, as in fp32).
   Tensor exp_avg, exp_avg_sq, step_count, working;
 
@@ -63,6 +63,15 @@ class RecordingBackend final : public test::ForwardingBackend {
     exp_avg_sq = v;
     step_count = count;
     ForwardingBackend::adamw_step(params, grads, m, v, count, train_step, hyper, s);
+  }
+  // (the single-rank step's optimizer: the update and the scaler's, one op)
+  void adamw_step_and_scaler_update(Tensor params, Tensor grads, Tensor m, Tensor v, Tensor count, Tensor train_step,
+                                    const AdamWHyper& hyper, const LossScalerState& s,
+                                    const LossScalerConfig& scaler) override {
+    exp_avg = m;
+    exp_avg_sq = v;
+    step_count = count;
+    ForwardingBackend::adamw_step_and_scaler_update(params, grads, m, v, count, train_step, hyper, s, scaler);
   }
 };
 

@@ -191,15 +191,24 @@ TEST(OpsCommand, CheckPassesOnTheEmulatedCudaBackend) {
     std::vector<std::string> dtypes;
     size_t cases;  // ops x workloads (2) x variants x dtypes
   };
-  for (const Run& run : {Run{{"--op", "linear"}, {"linear_forward", "linear_backward"}, {"fp32", "bf16", "fp16"}, 12},
+  // linear_backward, layernorm_backward, embedding_backward: gradients added and written
+  for (const Run& run : {Run{{"--op", "linear"}, {"linear_forward", "linear_backward"}, {"fp32", "bf16", "fp16"}, 18},
                          // every op named *attention*: forward and backward causal and full, and decode
                          Run{{"--op", "attention", "--dtype", "fp32"},
                              {"attention_forward", "attention_backward", "attention_decode"}, {"fp32"}, 10},
-                         Run{{"--op", "layernorm_backward", "--dtype", "bf16"}, {"layernorm_backward"}, {"bf16"}, 2},
+                         Run{{"--op", "layernorm_backward", "--dtype", "bf16"}, {"layernorm_backward"}, {"bf16"}, 4},
+                         Run{{"--op", "embedding_backward", "--dtype", "bf16"}, {"embedding_backward"}, {"bf16"}, 4},
+                         // the residual stream's fused norms: with and without the norm forward;
+                         // post-norm, pre-norm and pre-norm without a branch, x 2 modes, backward
+                         Run{{"--op", "dropout_residual_layernorm_forward", "--dtype", "fp16"},
+                             {"dropout_residual_layernorm_forward"}, {"fp16"}, 4},
+                         Run{{"--op", "layernorm_residual_dropout_backward"}, {"layernorm_residual_dropout_backward"},
+                             {"fp32", "bf16", "fp16"}, 36},
                          // the FFN's fused pair: CUDA runs its two ops, the CPU one pass; relu and gelu
                          Run{{"--op", "activation_dropout"},
                              {"activation_dropout_forward", "activation_dropout_backward"}, {"fp32", "bf16", "fp16"}, 24},
                          Run{{"--op", "adamw_step"}, {"adamw_step"}, {"fp32"}, 2},
+                         Run{{"--op", "adamw_step_and_scaler_update"}, {"adamw_step_and_scaler_update"}, {"fp32"}, 2},
                          // inference: the cache append bit for bit, decoding that never reads past pos
                          Run{{"--op", "kv_cache_append", "--dtype", "fp16"}, {"kv_cache_append"}, {"fp16"}, 2},
                          Run{{"--op", "attention_decode"}, {"attention_decode"}, {"fp32", "bf16", "fp16"}, 6},

@@ -22,6 +22,7 @@
 #include "engine/profile/peaks.h"
 #include "engine/profile/step_estimate.h"
 #include "tests/cli_test_util.h"
+#include "tests/text_match.h"
 
 namespace tt::test {
 namespace {
@@ -109,6 +110,21 @@ struct SmallRun {
     return m;
   }
 };
+
+// A model small enough for the SIMT emulator to profile in a second.
+SmallRun tiny_emulated_run() {
+  SmallRun run;
+  run.backend = "cuda-emu";
+  run.vocab = 32;
+  run.d_model = 16;
+  run.n_head = 2;
+  run.n_layer = 1;
+  run.d_ff = 32;
+  run.batch = 2;
+  run.seq = 8;
+  run.steps = 2;
+  return run;
+}
 
 // The trace's complete events by id (every X event carries args.id).
 std::map<int, nlohmann::json> events_by_id(const nlohmann::json& trace) {
@@ -246,7 +262,8 @@ TEST(Profile, CpuTraceNestsAddsUpAndCountsTheModelFlops) {
   EXPECT_FALSE(contains(r.out, "graph: ")) << "the CPU backend has no graphs to count";
   const std::map<std::string, Row> rows = table_rows(r);
   for (const char* op : {"linear_forward", "linear_backward", "attention_forward", "attention_backward",
-                         "layernorm_forward", "cross_entropy", "adamw_step", "fill_zero"})
+                         "dropout_residual_layernorm_forward", "layernorm_residual_dropout_backward",
+                         "cross_entropy", "grad_norm_check", "adamw_step_and_scaler_update"})
     EXPECT_EQ(rows.count(op), 1u) << op << " missing from\n" << r.out;
   EXPECT_EQ(rows.at("linear_forward").calls, 4 * run.n_layer + 1) << "in_proj, out_proj, linear1, linear2, lm_head";
   EXPECT_EQ(rows.at("attention_forward").calls, run.n_layer);
@@ -357,16 +374,7 @@ TEST(Profile, CudaBackendOnTheEmulatorRuns) {
   GTEST_SKIP() << "this build has no SIMT emulator (--backend cuda-emu)";
 #endif
   ScratchDir dir;
-  SmallRun run;
-  run.backend = "cuda-emu";
-  run.vocab = 32;
-  run.d_model = 16;
-  run.n_head = 2;
-  run.n_layer = 1;
-  run.d_ff = 32;
-  run.batch = 2;
-  run.seq = 8;
-  run.steps = 2;
+  const SmallRun run = tiny_emulated_run();
   CliResult r;
   const nlohmann::json trace = profile_and_check(run, dir, r);
   ASSERT_FALSE(trace.is_discarded());
@@ -384,16 +392,7 @@ TEST(Profile, EstimateOnTheEmulatorCountsEveryOpsNodes) {
   GTEST_SKIP() << "this build has no SIMT emulator (--backend cuda-emu)";
 #endif
   ScratchDir dir;
-  SmallRun run;
-  run.backend = "cuda-emu";
-  run.vocab = 32;
-  run.d_model = 16;
-  run.n_head = 2;
-  run.n_layer = 1;
-  run.d_ff = 32;
-  run.batch = 2;
-  run.seq = 8;
-  run.steps = 2;
+  const SmallRun run = tiny_emulated_run();
   const CliResult r = run_command(run.args({"--estimate", "h200"}), dir.path());
   ASSERT_EQ(r.exit_code, 0) << r.describe();
   EXPECT_TRUE(contains(r.out, "estimate: a MODEL of one step on an NVIDIA H200 SXM, not a measurement")) << r.out;
@@ -407,6 +406,10 @@ TEST(Profile, EstimateOnTheEmulatorCountsEveryOpsNodes) {
   row >> name >> calls >> nodes;
   EXPECT_GT(calls, 10) << totals[1];
   EXPECT_GE(nodes, calls) << "every op of the step enqueues at least one node: " << totals[1];
+  // the ops' nodes, each op captured alone, are the whole step's graph
+  const auto whole = regex_search_groups(r.out, "graph: one step captured as CUDA graph (\\d+) nodes");
+  ASSERT_TRUE(whole) << r.out;
+  EXPECT_EQ(nodes, std::stoi((*whole)[1])) << r.out;
 }
 
 }  // namespace

@@ -613,53 +613,56 @@ void optimizer_cases(Table& t, const Workload& w) {
     c.run = [=](Backend& be, const CaseViews& v) { be.grad_norm_check(v[grads], scaler_at(v, s)); };
     c.cost = [=](const CaseViews& v) { return grad_norm_check_cost(v[grads], scaler_at(v, s)); };
   });
+  // The optimizer's tensors: resumed state, nonzero moments at step 5; the update is
+  // elementwise (the shared kernels/common/adamw_update.h), the step count must come out exact.
+  struct AdamWViews {
+    int params, grads, m, v, count, train_step;
+    CaseBuilder::Scaler scaler;
+  };
+  auto adamw_views = [n](CaseBuilder& b) {
+    AdamWViews a;
+    a.params = b.random_f32("params", {n}, -1.0f, 1.0f, kElementwiseTol);
+    a.grads = b.input_f32("grads", {n});
+    a.m = b.random_f32("exp_avg", {n}, -0.1f, 0.1f, kElementwiseTol);
+    a.v = b.random_f32("exp_avg_sq", {n}, 0.0f, 0.01f, kElementwiseTol);
+    a.count = b.scalar_i32("step_count", 5, true);
+    a.train_step = b.scalar_i32("train step", 5, false);
+    a.scaler = b.unit_scaler();
+    return a;
+  };
+  AdamWHyper hyper;
+  hyper.lr = 1e-2;  // updates large enough to be seen against the parameters
+  hyper.weight_decay = 0.1;
   t.add("adamw_step", shape, [=](CaseBuilder& b, OpCase& c) {
-    // resumed state: nonzero moments at step 5; the update is elementwise (the shared
-    // kernels/common/adamw_update.h), the step count must come out exact
-    const int params = b.random_f32("params", {n}, -1.0f, 1.0f, kElementwiseTol);
-    const int grads = b.input_f32("grads", {n});
-    const int m = b.random_f32("exp_avg", {n}, -0.1f, 0.1f, kElementwiseTol);
-    const int v2 = b.random_f32("exp_avg_sq", {n}, 0.0f, 0.01f, kElementwiseTol);
-    const int count = b.scalar_i32("step_count", 5, true);
-    const int train_step = b.scalar_i32("train step", 5, false);
-    const CaseBuilder::Scaler s = b.unit_scaler();
-    AdamWHyper hyper;
-    hyper.lr = 1e-2;  // updates large enough to be seen against the parameters
-    hyper.weight_decay = 0.1;
+    const AdamWViews a = adamw_views(b);
     c.run = [=](Backend& be, const CaseViews& v) {
-      be.adamw_step(v[params], v[grads], v[m], v[v2], v[count], v[train_step], hyper, scaler_at(v, s));
+      be.adamw_step(v[a.params], v[a.grads], v[a.m], v[a.v], v[a.count], v[a.train_step], hyper,
+                    scaler_at(v, a.scaler));
     };
     c.cost = [=](const CaseViews& v) {
-      return adamw_step_cost(v[params], v[grads], v[m], v[v2], v[count], v[train_step], scaler_at(v, s));
+      return adamw_step_cost(v[a.params], v[a.grads], v[a.m], v[a.v], v[a.count], v[a.train_step],
+                             scaler_at(v, a.scaler));
     };
   });
   // The update and the loss scaler's, one op: dynamic scaling at the step that completes the
   // growth interval (the scale doubles after the update has read it).
   t.add("adamw_step_and_scaler_update", shape + " dynamic, interval: growth", [=](CaseBuilder& b, OpCase& c) {
-    const int params = b.random_f32("params", {n}, -1.0f, 1.0f, kElementwiseTol);
-    const int grads = b.input_f32("grads", {n});
-    const int m = b.random_f32("exp_avg", {n}, -0.1f, 0.1f, kElementwiseTol);
-    const int v2 = b.random_f32("exp_avg_sq", {n}, 0.0f, 0.01f, kElementwiseTol);
-    const int count = b.scalar_i32("step_count", 5, true);
-    const int train_step = b.scalar_i32("train step", 5, false);
-    const CaseBuilder::Scaler s = b.unit_scaler();
+    const AdamWViews a = adamw_views(b);
     LossScalerConfig config;
     config.dynamic = true;
     std::vector<CaseTensor>& tensors = b.tensors();
-    tensors[s.scale].values = {1024.0f};
-    tensors[s.scale].tol = 0.0;
-    tensors[s.growth_tracker].ids = {config.growth_interval - 1};
-    for (int compared : {s.growth_tracker, s.skipped_steps, s.first_skipped_step}) tensors[compared].tol = 0.0;
-    AdamWHyper hyper;
-    hyper.lr = 1e-2;
-    hyper.weight_decay = 0.1;
+    tensors[a.scaler.scale].values = {1024.0f};
+    tensors[a.scaler.scale].tol = 0.0;
+    tensors[a.scaler.growth_tracker].ids = {config.growth_interval - 1};
+    for (int compared : {a.scaler.growth_tracker, a.scaler.skipped_steps, a.scaler.first_skipped_step})
+      tensors[compared].tol = 0.0;
     c.run = [=](Backend& be, const CaseViews& v) {
-      be.adamw_step_and_scaler_update(v[params], v[grads], v[m], v[v2], v[count], v[train_step], hyper,
-                                      scaler_at(v, s), config);
+      be.adamw_step_and_scaler_update(v[a.params], v[a.grads], v[a.m], v[a.v], v[a.count], v[a.train_step], hyper,
+                                      scaler_at(v, a.scaler), config);
     };
     c.cost = [=](const CaseViews& v) {
-      return adamw_step_and_scaler_update_cost(v[params], v[grads], v[m], v[v2], v[count], v[train_step],
-                                               scaler_at(v, s));
+      return adamw_step_and_scaler_update_cost(v[a.params], v[a.grads], v[a.m], v[a.v], v[a.count], v[a.train_step],
+                                               scaler_at(v, a.scaler));
     };
   });
 }

@@ -72,7 +72,7 @@ int run_check(const OpsOptions& o, Backend& backend, std::ostream& out) {
   }
   const std::unique_ptr<Backend> reference = make_cpu_backend();
   char line[256];
-  std::snprintf(line, sizeof line, "%-5s%-37s%-44s%-6s%-12s%10s %10s %10s", "", "op", "shape", "dtype", "tensor",
+  std::snprintf(line, sizeof line, "%-5s%-37s%-54s%-6s%-12s%10s %10s %10s", "", "op", "shape", "dtype", "tensor",
                 "max_abs", "max_rel", "tol");
   out << line << std::endl;
   int cases = 0, failed = 0;
@@ -80,7 +80,7 @@ int run_check(const OpsOptions& o, Backend& backend, std::ostream& out) {
     const TensorCheck r = check_case(prepared(spec.make(), *reference), backend, *reference);
     ++cases;
     failed += r.ok ? 0 : 1;
-    std::snprintf(line, sizeof line, "%-5s%-37s%-44s%-6s%-12s%10s %10s %10s", r.ok ? "ok" : "FAIL", spec.op.c_str(),
+    std::snprintf(line, sizeof line, "%-5s%-37s%-54s%-6s%-12s%10s %10s %10s", r.ok ? "ok" : "FAIL", spec.op.c_str(),
                   spec.shape.c_str(), dtype_label(spec.dtype), r.tensor.c_str(), sci(r.max_abs).c_str(),
                   sci(r.max_rel).c_str(), r.tol == 0.0 ? "exact" : sci(r.tol).c_str());
     out << line << std::endl;  // one line as each case finishes: the emulator takes its time
@@ -123,7 +123,7 @@ int run_perf(const OpsOptions& o, Backend& backend, std::ostream& out) {
     out << "roofline" << (said.size() > 1 ? " (" + dtypes + ")" : "") << ": " << what << std::endl;
   const std::unique_ptr<Backend> reference = make_cpu_backend();  // computes the prepared inputs
   char line[256];
-  std::snprintf(line, sizeof line, "%-37s%-44s%-6s%11s %10s %9s %8s %9s", "op", "shape", "dtype", "us/call",
+  std::snprintf(line, sizeof line, "%-37s%-54s%-6s%11s %10s %9s %8s %9s", "op", "shape", "dtype", "us/call",
                 "GFLOP/s", "GB/s", "FLOP/B", "roofline");
   out << line << std::endl;
   for (const OpCaseSpec& spec : selected_cases(o)) {
@@ -140,7 +140,7 @@ int run_perf(const OpsOptions& o, Backend& backend, std::ostream& out) {
     if (const std::optional<RooflinePeaks>& p = peaks.at(spec.dtype))
       if (const std::optional<double> f = roofline_fraction(t.cost.flops, t.cost.bytes, s * 1e3, *p))
         std::snprintf(roofline, sizeof roofline, "%.1f%%", 100 * *f);
-    std::snprintf(line, sizeof line, "%-37s%-44s%-6s%11.1f %10s %9s %8s %9s", spec.op.c_str(), spec.shape.c_str(),
+    std::snprintf(line, sizeof line, "%-37s%-54s%-6s%11.1f %10s %9s %8s %9s", spec.op.c_str(), spec.shape.c_str(),
                   dtype_label(spec.dtype), s * 1e6, gflops, gbps, intensity, roofline);
     out << line << std::endl;
   }

@@ -13,7 +13,8 @@
 //
 // Ops outside begin_step/end_step (loading parameters, say) run untimed. Memory calls
 // (allocate, copies, synchronize) are never timed: they are not ops of the step. fill_zero is
-// timed: the step zeroes the gradients with it.
+// timed when an op sequence calls it (a training step does not: its first backward writes the
+// gradients).
 #pragma once
 #include <chrono>
 #include <memory>

@@ -36,6 +36,7 @@
 #include "kernels/common/half.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dropout_factor.cuh"
 #include "kernels/cuda/storage.cuh"
 #include "kernels/cuda/warp.cuh"
 
@@ -49,26 +50,6 @@ constexpr int kThreads = kRowsPerBlock * kWarp;   // 256
 constexpr int kSlab = 128;                        // output channels per pass over the tiles
 constexpr int kSlabRegs = kSlab / kWarp;          // accumulators per lane: channel lane + 32 i
 constexpr size_t kDefaultSmemBytes = 48 * 1024;   // above this a kernel must opt in
-
-// The dropout factor of mask element start + lane (0 or 1/(1-p)), as dropout_scales in
-// kernels/cpu/dropout_mask.h computes it. All 32 lanes must call. 32 consecutive elements span
-// at most 9 Philox groups of four, so lanes 0..8 run Philox once each and shuffles hand every
-// lane its 32-bit word: one Philox call per warp instead of one per element.
-__device__ __forceinline__ float warp_dropout_factor(const DropoutKey& key, uint64_t start, float p,
-                                                     float keep_scale, int lane) {
-  const uint64_t first_group = start >> 2;
-  Philox4 bits = {{0u, 0u, 0u, 0u}};
-  if (lane < 9) bits = dropout_bits4(key, first_group + lane);
-  const uint64_t element = start + static_cast<uint64_t>(lane);
-  const int src = static_cast<int>((element >> 2) - first_group);  // 0..8
-  const int word = static_cast<int>(element & 3);
-  const uint32_t w0 = __shfl_sync(kFullMask, bits.v[0], src);
-  const uint32_t w1 = __shfl_sync(kFullMask, bits.v[1], src);
-  const uint32_t w2 = __shfl_sync(kFullMask, bits.v[2], src);
-  const uint32_t w3 = __shfl_sync(kFullMask, bits.v[3], src);
-  const uint32_t w = word == 0 ? w0 : word == 1 ? w1 : word == 2 ? w2 : w3;
-  return dropout_factor(w, p, keep_scale);
-}
 
 // Block-cooperative load of one tile, widened to fp32:
 // dst[j * stride + d] = src[base + (row0 + j) * row_stride + d] for j < kTile, d < width; rows
