@@ -142,6 +142,10 @@ def main(argv):
             first_include = next(i for i, a in enumerate(cmd) if a.startswith("-I"))
             cmd.insert(first_include, "-I" + include)  # searched before the source tree's copy
         cmd[cmd.index("-o") + 1] = obj
+        # -O1, not the build's -O3: a mutant's file compiles in 2.1 s of CPU instead of 3.5
+        # (layernorm.cpp) and only its own kernels run slower; -ffp-contract=off stays, so the
+        # arithmetic is the build's, bit for bit.
+        cmd = ["-O1" if re.fullmatch(r"-O[0-9s]", a) else a for a in cmd]
         r = run(cmd, entry["directory"])
         if r.returncode != 0:
             raise Failed(f"mutant {name}: the compile failed:\n{r.stdout}")
