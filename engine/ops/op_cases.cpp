@@ -256,8 +256,9 @@ void linear_cases(Table& t, const Workload& w) {
   });
   // The parameter gradients added (a later micro-batch) with the input gradient written, and
   // the parameter gradients written (the first) with the input gradient added to a residual's.
-  for (const auto& [grads, input] : {std::pair{ParamGrads::Add, InputGrad::Write},
-                                     std::pair{ParamGrads::Write, InputGrad::Add}}) {
+  for (const auto& mode : {std::pair{ParamGrads::Add, InputGrad::Write}, std::pair{ParamGrads::Write, InputGrad::Add}}) {
+    const ParamGrads grads = mode.first;  // (named copies: a lambda cannot capture a structured binding in C++17)
+    const InputGrad input = mode.second;
     const std::string modes = grads_label(grads) + (input == InputGrad::Add ? ", input added" : "");
     t.add("linear_backward", shape + modes, [=](CaseBuilder& b, OpCase& c) {
       const int x = b.input("inp", {N, I});
