@@ -11,7 +11,8 @@
 #      scripts/test_sanitizers.sh, whose header says what it runs and why), then bounded
 #      fuzzing; skipped with --no-sanitizers.
 # docs/testing.md says what runs where and what each stage costs. The last line adds the
-# stages up: "tests: N passed, N failed, N skipped; stages: NAME M:SS, ..., total M:SS".
+# stages up and names the CPU: "tests: N passed, N failed, N skipped; stages: NAME M:SS, ...,
+# total M:SS; on N cores of CPU-MODEL, AVX-512 or no AVX-512".
 set -uo pipefail
 cd "$(dirname "$0")/.."
 sanitizers=1
@@ -63,5 +64,8 @@ fi
 read -r total failed < <(awk '/tests passed, .* tests failed out of/ {t += $NF; f += $4} END {print t+0, f+0}' "$log")
 skipped=$(grep -c -- '\*\*\*Skipped' "$log")
 summary=$(IFS=,; echo "${stage_times[*]}" | sed 's/,/, /g')
-echo "tests: $((total - failed - skipped)) passed, $failed failed, $skipped skipped; stages: $summary, total $((SECONDS / 60)):$(printf %02d $((SECONDS % 60)))"
+# The CPU the times were taken on: CI's machines of one kind differ (docs/testing.md).
+cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -1)
+grep -qw avx512f /proc/cpuinfo && cpu+=", AVX-512" || cpu+=", no AVX-512"
+echo "tests: $((total - failed - skipped)) passed, $failed failed, $skipped skipped; stages: $summary, total $((SECONDS / 60)):$(printf %02d $((SECONDS % 60))); on $(nproc) cores of ${cpu:-an unknown CPU}"
 exit $status
