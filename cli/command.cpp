@@ -65,15 +65,19 @@ CLI::Option* add_gemm_option(CLI::App& cmd, GemmKernel& gemm) {
 void GpuFlags::add_to(CLI::App& cmd) {
   cmd.add_flag("--tf32", gpu.tf32, "CUDA: allow TF32 tensor-core GEMMs (off: exact fp32)");
   add_gemm_option(cmd, gpu.gemm);
-  cmd.add_option("--attention", attention, "CUDA attention: ours | cudnn (cuDNN fused, where it supports the case)")
+  cmd.add_option("--attention", attention,
+                 "CUDA attention: flash (tinytrain's, no T x T matrix) | naive (the T x T weights in memory) | "
+                 "cudnn (cuDNN fused, where it supports the case)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"ours", "cudnn"}));
+      ->check(CLI::IsMember({"flash", "naive", "cudnn"}));
   add_debug_sync_flag(cmd, gpu.debug_sync);
 }
 
 GpuOptions GpuFlags::options() const {
   GpuOptions options = gpu;
-  options.cudnn_attention = attention == "cudnn";
+  options.attention = attention == "cudnn"   ? AttentionKernel::Cudnn
+                      : attention == "naive" ? AttentionKernel::Naive
+                                             : AttentionKernel::Flash;
   return options;
 }
 

@@ -78,7 +78,7 @@ CLI::Option* add_gemm_option(CLI::App& cmd, GemmKernel& gemm);
 // --tf32, --gemm, --attention and --debug-sync: how the CUDA backend runs the model (`train`, `profile`, `verify`).
 struct GpuFlags {
   GpuOptions gpu;
-  std::string attention = "ours";  // ours | cudnn
+  std::string attention = "flash";  // flash | naive | cudnn (the CUDA backend's; the CPU has one)
 
   void add_to(CLI::App& cmd);
   // The options the CUDA backend is made with (gpu.device is the caller's).

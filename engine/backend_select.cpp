@@ -29,7 +29,7 @@ namespace {
 [[maybe_unused]] CudaOptions cuda_options(const GpuOptions& gpu) {  // unused when neither CUDA build is in
   CudaOptions options;
   options.tf32 = gpu.tf32;
-  options.cudnn_attention = gpu.cudnn_attention;
+  options.attention = gpu.attention;
   options.device = gpu.device;
   options.gemm = gpu.gemm;
   return options;

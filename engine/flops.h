@@ -6,7 +6,7 @@
 //   attention per head: scores q.k and the weighted sum of v, 2 HS each per (query, key) pair
 //     the mask allows: T^2 pairs per sequence, T (T + 1) / 2 when causal
 // Backward: twice the forward's products (the input gradient and the weight gradient of each
-// linear; dq and dk, dv and dprobs for attention).
+// linear; dq and dk, dv and the weights' gradients for attention).
 // Not counted: embedding lookups and their scatter-add, LayerNorm, softmax, GELU/ReLU, dropout,
 // residual adds, cross-entropy and AdamW: elementwise work of a few FLOPs per element, under 1%
 // of the products at the seed workload's shapes and never what bounds a GEMM-shaped peak. This

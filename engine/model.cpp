@@ -19,7 +19,7 @@ namespace {
 std::string layer_name(int l, const char* what) { return "layers." + std::to_string(l) + "." + what; }
 
 // Names of one layer's activation buffers, in the order forward writes them.
-const char* const kLayerBuffers[] = {"ln1", "ln1_mean", "ln1_rstd", "qkv", "probs", "att", "res1",
+const char* const kLayerBuffers[] = {"ln1", "ln1_mean", "ln1_rstd", "qkv", "lse", "att", "res1",
                                      "ln2", "ln2_mean", "ln2_rstd", "h_pre", "h", "res2"};
 
 // The layer's output, which the next layer reads: norm2's output (post-norm) or the second
@@ -53,8 +53,8 @@ ArenaPlan Model::plan_activations(const ModelConfig& c, int B, int T, DType act,
   auto shape_of = [&](const std::string& what) -> std::pair<DType, Shape> {
     if (what == "ln1_mean" || what == "ln1_rstd" || what == "ln2_mean" || what == "ln2_rstd")
       return {DType::F32, Shape{N}};
+    if (what == "lse") return {DType::F32, Shape{B, NH, T}};  // attention's row statistics, not (B,NH,T,T)
     if (what == "qkv") return {act, Shape{N, 3 * C}};
-    if (what == "probs") return {act, Shape{B, NH, T, T}};
     if (what == "h_pre" || what == "h") return {act, Shape{N, F}};
     return {act, Shape{N, C}};
   };
@@ -76,7 +76,7 @@ ArenaPlan Model::plan_activations(const ModelConfig& c, int B, int T, DType act,
   plan.add("logits", act, {N, V});
   for (const char* name : {"d_scratch1", "d_scratch2", "d_scratch3", "d_residual"}) plan.add(name, act, {N, C});
   plan.add("d_qkv", act, {N, 3 * C});
-  plan.add("d_probs", act, {B, NH, T, T});
+  plan.add("dout_dot_out", DType::F32, {B, NH, T});  // attention backward's D = rowsum(dout * out)
   plan.add("d_h", act, {N, F});
   return plan;
 }
@@ -103,7 +103,7 @@ Model::Model(Backend& backend, const ModelConfig& config, int B, int T, DType ac
   embedded_ = a("embedded");
   for (int l = 0; l < config_.n_layer; ++l) {
     auto al = [&](const char* what) { return a(buffer_name(config_, recompute_, l, what)); };
-    layers_.push_back({al("ln1"), al("ln1_mean"), al("ln1_rstd"), al("qkv"), al("probs"), al("att"), al("res1"),
+    layers_.push_back({al("ln1"), al("ln1_mean"), al("ln1_rstd"), al("qkv"), al("lse"), al("att"), al("res1"),
                        al("ln2"), al("ln2_mean"), al("ln2_rstd"), al("h_pre"), al("h"), al("res2")});
   }
   if (config_.norm_first) {
@@ -117,7 +117,7 @@ Model::Model(Backend& backend, const ModelConfig& config, int B, int T, DType ac
   d_scratch3_ = a("d_scratch3");
   d_residual_ = a("d_residual");
   d_qkv_ = a("d_qkv");
-  d_probs_ = a("d_probs");
+  dout_dot_out_ = a("dout_dot_out");
   d_h_ = a("d_h");
   attention_note_ = backend_.use_library_attention(attention_shape(), act_dtype_, config_.dropout);
 }
@@ -178,7 +178,7 @@ void Model::layer_forward(int l, const DropoutContext& ctx) {
     sa_in = a.ln1;
   }
   backend_.linear_forward(a.qkv, sa_in, w.in_proj_weight, w.in_proj_bias);
-  backend_.attention_forward(a.att, a.probs, a.qkv, attention_shape(), dropout(ctx, l, DropoutSite::AttentionWeights));
+  backend_.attention_forward(a.att, a.lse, a.qkv, attention_shape(), dropout(ctx, l, DropoutSite::AttentionWeights));
   backend_.linear_forward(branch, a.att, w.out_proj_weight, w.out_proj_bias);
 
   // res1 = x + dropout(branch), then the norm between the blocks (norm1 post-norm, norm2 pre-norm)
@@ -286,7 +286,7 @@ void Model::layer_backward(int l, Tensor d, const DropoutContext& ctx, ParamGrad
   Tensor d_att = config_.norm_first ? s2 : s1;  // free here
   backend_.linear_backward(d_att, g.out_proj_weight, g.out_proj_bias, s3, a.att, w.out_proj_weight, grads,
                            InputGrad::Write);
-  backend_.attention_backward(d_qkv_, d_probs_, d_att, a.qkv, a.att, a.probs, attention_shape(),
+  backend_.attention_backward(d_qkv_, dout_dot_out_, d_att, a.qkv, a.att, a.lse, attention_shape(),
                               dropout(ctx, l, DropoutSite::AttentionWeights));
   if (!config_.norm_first) {
     // x feeds in_proj and the residual: d = d res1 (in d already) + in_proj's input gradient

@@ -71,7 +71,7 @@ class Model {
   struct LayerActs {
     Tensor ln1, ln1_mean, ln1_rstd;  // (N,C), (N), (N)
     Tensor qkv;                      // (N,3C)
-    Tensor probs;                    // (B,NH,T,T) softmax weights before dropout
+    Tensor lse;                      // (B,NH,T) F32 attention row log-sum-exp (no (B,NH,T,T) weights)
     Tensor att;                      // (N,C) heads merged, the input of out_proj
     Tensor res1;                     // (N,C) x + dropout1(attention branch)
     Tensor ln2, ln2_mean, ln2_rstd;  // (N,C), (N), (N)
@@ -110,7 +110,7 @@ class Model {
   // Backward scratch, shared by all layers.
   Tensor d_scratch1_, d_scratch2_, d_scratch3_, d_residual_;  // (N,C)
   Tensor d_qkv_;    // (N,3C)
-  Tensor d_probs_;  // (B,NH,T,T)
+  Tensor dout_dot_out_;  // (B,NH,T) F32 attention backward scratch
   Tensor d_h_;      // (N,F)
 };
 

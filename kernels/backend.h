@@ -121,23 +121,27 @@ class Backend {
                                ParamGrads grads, InputGrad input) = 0;
 
   // ---- multi-head attention core (between in_proj and out_proj) ----
-  // qkv (B,T,3C) packed [q|k|v] -> out (B,T,C) heads merged; probs (B,NH,T,T) softmax weights
-  // kept before dropout; dropout on the weights (element index in (B,NH,T,T) order).
-  virtual void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
+  // Nothing (B,NH,T,T) is kept between forward and backward (docs/attention.md): the forward
+  // saves the log-sum-exp of each query row's scaled scores, and the backward recomputes the
+  // softmax weights from q, k and it.
+  // qkv (B,T,3C) packed [q|k|v] -> out (B,T,C) heads merged; lse (B,NH,T) F32, per query row
+  // max + log(sum exp(score - max)) over the keys it sees (score = q.k / sqrt(HS)); dropout on
+  // the weights (element index in (B,NH,T,T) order, though no such tensor exists).
+  virtual void attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s,
                                  const DropoutMask& dropout) = 0;
   // Optional: run attention of this shape, storage dtype and weight dropout through a vendor
   // library's fused kernel from now on (CUDA: cuDNN, `--attention cudnn`); other cases keep
-  // the backend's own kernels. Then `probs` (and `dprobs`) hold what that library keeps
-  // instead of the weights: for cuDNN, the (B,NH,T) fp32 row statistics in their first bytes.
+  // the backend's own kernels. The library keeps the same contract (lse; dout_dot_out scratch).
   // Returns one line for the log when the backend was asked for library attention (CUDA:
-  // CudaOptions::cudnn_attention): what will run, or why the backend's own kernel runs
-  // instead; "" when it was not asked. Call before graph capture: it may build plans.
+  // CudaOptions::attention): what will run, or why the backend's own kernel runs instead; ""
+  // when it was not asked. Call before graph capture: it may build plans.
   virtual std::string use_library_attention(const AttentionShape& /*s*/, DType /*storage*/, float /*dropout_p*/) {
     return "";
   }
-  // dout (B,T,C) -> dqkv (B,T,3C); out (B,T,C) is the forward's output (a fused library
-  // backward reads it; our kernels do not); dprobs (B,NH,T,T) is scratch
-  virtual void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out, Tensor probs,
+  // dout (B,T,C) -> dqkv (B,T,3C) overwritten, from qkv, the forward's out (B,T,C) and lse;
+  // dout_dot_out (B,NH,T) F32 is scratch for D = rowsum(dout * out) per head (the softmax
+  // backward's row term; a backend that does not need it may leave it untouched)
+  virtual void attention_backward(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                                   const AttentionShape& s, const DropoutMask& dropout) = 0;
 
   // ---- incremental decoding with a KV cache (inference, causal models; engine/decoder.h) ----

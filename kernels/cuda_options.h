@@ -10,9 +10,16 @@ enum class GemmKernel {
   Tiled,     // tinytrain's tiled GEMM (kernels/cuda/tiled_gemm.cu) for every GEMM
 };
 
+// Which kernel runs the attention core (--attention; docs/attention.md has the ladder).
+enum class AttentionKernel {
+  Flash,  // tinytrain's flash attention (kernels/cuda/flash_attention.cu): tiles, online softmax, no (T,T) matrix
+  Naive,  // the first rung (kernels/cuda/attention.cu): the (T,T) weights in a workspace, for teaching and comparison
+  Cudnn,  // cuDNN's fused attention where it serves the case (use_library_attention), else Flash
+};
+
 struct CudaOptions {
   bool tf32 = false;            // allow TF32 tensor-core GEMMs (fp32 inputs, 10-bit mantissa products)
-  bool cudnn_attention = false; // may serve attention through cuDNN's fused kernel (use_library_attention)
+  AttentionKernel attention = AttentionKernel::Flash;  // the attention core's kernels
   int device = 0;               // the CUDA device the backend runs on (a rank's LOCAL_RANK)
   GemmKernel gemm = GemmKernel::CublasLt;  // the linear ops' GEMMs
 };

@@ -65,17 +65,17 @@ void DebugSyncBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias
           [&] { inner_->linear_backward(dinp, dweight, dbias, dout, inp, weight, grads, input); });
 }
 
-void DebugSyncBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
+void DebugSyncBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s,
                                          const DropoutMask& dropout) {
-  checked("attention_forward", {{"out", out}, {"probs", probs}, {"qkv", qkv}},
-          [&] { inner_->attention_forward(out, probs, qkv, s, dropout); });
+  checked("attention_forward", {{"out", out}, {"lse", lse}, {"qkv", qkv}},
+          [&] { inner_->attention_forward(out, lse, qkv, s, dropout); });
 }
 
-void DebugSyncBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out,
-                                          Tensor probs, const AttentionShape& s, const DropoutMask& dropout) {
+void DebugSyncBackend::attention_backward(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Tensor qkv, Tensor out,
+                                          Tensor lse, const AttentionShape& s, const DropoutMask& dropout) {
   checked("attention_backward",
-          {{"dqkv", dqkv}, {"dprobs", dprobs}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"probs", probs}},
-          [&] { inner_->attention_backward(dqkv, dprobs, dout, qkv, out, probs, s, dropout); });
+          {{"dqkv", dqkv}, {"dout_dot_out", dout_dot_out}, {"dout", dout}, {"qkv", qkv}, {"out", out}, {"lse", lse}},
+          [&] { inner_->attention_backward(dqkv, dout_dot_out, dout, qkv, out, lse, s, dropout); });
 }
 
 void DebugSyncBackend::kv_cache_append(Tensor k_cache, Tensor v_cache, Tensor qkv, int pos) {

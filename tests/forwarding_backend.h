@@ -46,16 +46,16 @@ class ForwardingBackend : public Backend {
                        ParamGrads grads, InputGrad input) override {
     inner_->linear_backward(dinp, dweight, dbias, dout, inp, weight, grads, input);
   }
-  void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
+  void attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s,
                          const DropoutMask& dropout) override {
-    inner_->attention_forward(out, probs, qkv, s, dropout);
+    inner_->attention_forward(out, lse, qkv, s, dropout);
   }
   std::string use_library_attention(const AttentionShape& s, DType storage, float dropout_p) override {
     return inner_->use_library_attention(s, storage, dropout_p);
   }
-  void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out, Tensor probs,
+  void attention_backward(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                           const AttentionShape& s, const DropoutMask& dropout) override {
-    inner_->attention_backward(dqkv, dprobs, dout, qkv, out, probs, s, dropout);
+    inner_->attention_backward(dqkv, dout_dot_out, dout, qkv, out, lse, s, dropout);
   }
   void kv_cache_append(Tensor k_cache, Tensor v_cache, Tensor qkv, int pos) override {
     inner_->kv_cache_append(k_cache, v_cache, qkv, pos);

@@ -68,18 +68,21 @@ OpCost linear_backward_cost(Tensor dinp, Tensor dweight, Tensor dbias, Tensor do
   return c;
 }
 
-// qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T) written.
-OpCost attention_forward_cost(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s) {
+// qkv (B,T,3C) -> out (B,T,C), lse (B,NH,T) written: nothing of size T x T (the weights live
+// in registers and shared memory, docs/attention.md).
+OpCost attention_forward_cost(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s) {
   const double flops = static_cast<double>(s.B) * s.NH * attention_pairs(s) * 4 * s.HS;
-  return {flops, bytes_of(qkv) + bytes_of(out) + bytes_of(probs)};
+  return {flops, bytes_of(qkv) + bytes_of(out) + bytes_of(lse)};
 }
 
-// dout (B,T,C), qkv, probs read -> dqkv (B,T,3C), dprobs (B,NH,T,T) written. (The forward's
-// output, which a fused library backward also reads, is left out: our kernels do not read it.)
-OpCost attention_backward_cost(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs,
+// dout (B,T,C), qkv, out, lse read -> dqkv (B,T,3C) written; dout_dot_out (B,NH,T) written
+// and read back. FLOPs as engine/flops.h counts them: the recomputed scores are not counted
+// (as a recomputed layer's are not in MFU).
+OpCost attention_backward_cost(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                                const AttentionShape& s) {
   const double flops = static_cast<double>(s.B) * s.NH * attention_pairs(s) * 8 * s.HS;
-  return {flops, bytes_of(dout) + bytes_of(qkv) + bytes_of(probs) + bytes_of(dqkv) + bytes_of(dprobs)};
+  return {flops, bytes_of(dout) + bytes_of(qkv) + bytes_of(out) + bytes_of(lse) + bytes_of(dqkv) +
+                     2 * bytes_of(dout_dot_out)};
 }
 
 // qkv (B,3C): its k and v parts read -> row pos of each cache (B,maxT,C) written. The caches

@@ -8,7 +8,7 @@
 //   linear_backward   dweight 2 N I O, plus dinp 2 N I O when it is asked for
 //   attention_forward per head: scores and the weighted sum of v, 2 HS each per (query, key)
 //                     pair the mask allows: B NH pairs 4 HS, pairs = T^2, T (T + 1) / 2 causal
-//   attention_backward twice the forward (dq and dk; dv and dprobs)
+//   attention_backward twice the forward (dq and dk; dv and the weights' gradients)
 //   attention_decode  one query row per sequence against pos + 1 cached keys: B NH (pos+1) 4 HS
 // Every other op (bias adds, softmax, LayerNorm, activations, dropout, residual adds,
 // cross-entropy, AdamW, casts) counts 0: a few FLOPs per element, never what bounds it. Its
@@ -38,8 +38,8 @@ OpCost embedding_backward_cost(Tensor dwte, Tensor dwpe, Tensor dout, Tensor tok
 OpCost linear_forward_cost(Tensor out, Tensor inp, Tensor weight, Tensor bias);
 OpCost linear_backward_cost(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                             ParamGrads grads, InputGrad input);
-OpCost attention_forward_cost(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s);
-OpCost attention_backward_cost(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor probs,
+OpCost attention_forward_cost(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s);
+OpCost attention_backward_cost(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                                const AttentionShape& s);
 OpCost kv_cache_append_cost(Tensor qkv);
 OpCost attention_decode_cost(Tensor out, Tensor qkv, Tensor k_cache, Tensor v_cache, int pos, int NH);

@@ -113,16 +113,16 @@ void ProfilingBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias
         [&] { inner_.linear_backward(dinp, dweight, dbias, dout, inp, weight, grads, input); });
 }
 
-void ProfilingBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
+void ProfilingBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s,
                                          const DropoutMask& dropout) {
-  timed("attention_forward", attention_forward_cost(out, probs, qkv, s),
-        [&] { inner_.attention_forward(out, probs, qkv, s, dropout); });
+  timed("attention_forward", attention_forward_cost(out, lse, qkv, s),
+        [&] { inner_.attention_forward(out, lse, qkv, s, dropout); });
 }
 
-void ProfilingBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out,
-                                          Tensor probs, const AttentionShape& s, const DropoutMask& dropout) {
-  timed("attention_backward", attention_backward_cost(dqkv, dprobs, dout, qkv, probs, s),
-        [&] { inner_.attention_backward(dqkv, dprobs, dout, qkv, out, probs, s, dropout); });
+void ProfilingBackend::attention_backward(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Tensor qkv, Tensor out,
+                                          Tensor lse, const AttentionShape& s, const DropoutMask& dropout) {
+  timed("attention_backward", attention_backward_cost(dqkv, dout_dot_out, dout, qkv, out, lse, s),
+        [&] { inner_.attention_backward(dqkv, dout_dot_out, dout, qkv, out, lse, s, dropout); });
 }
 
 void ProfilingBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight,

@@ -3,8 +3,10 @@
 // the weights, times v. Forward and backward (CPU). Each (batch, head) pair is independent,
 // so OpenMP splits over them and every thread writes its own slices: deterministic.
 //
-// Per head the work is six small matrix products (two forward, four backward), (T,HS)x(HS,T) or
-// (T,T)x(T,HS), plus the softmax. They run through ordered_matmul below, which keeps every sum
+// Nothing (T,T) outlives an op: the forward keeps each row's log-sum-exp (B,NH,T) for the
+// contract (kernels/backend.h), and the backward recomputes the weights with the forward's own
+// code. Per head the work is seven small matrix products (two forward, five backward with the
+// recomputed scores), (T,HS)x(HS,T) or (T,T)x(T,HS), plus the softmax. They run through ordered_matmul below, which keeps every sum
 // in its natural order (one add at a time over the inner index) while computing many outputs
 // side by side.
 #include <algorithm>
@@ -160,8 +162,9 @@ void head_dropout_masks(const DropoutMask& dropout, const DropoutKey& key, int64
 // The softmax of rows t0 .. t0 + kRows - 1 of a head's (T,T) scores, in place: each over the keys
 // it sees (all T, or t + 1 when causal), the rest set to 0. Max, exp(x - max), sum in key
 // order, times 1/sum: the plain loop's operations, the rows' chains interleaved (rows_in_turn.h).
+// lse_h (T), when not null, gets each row's log-sum-exp, max + log(sum).
 template <int kRows>
-void softmax_rows(float* Ph, int t0, int T, bool causal, CpuSimd simd) {
+void softmax_rows(float* Ph, float* lse_h, int t0, int T, bool causal, CpuSimd simd) {
   auto row = [&](int r) { return Ph + static_cast<int64_t>(t0 + r) * T; };
   auto visible = [&](int r) { return causal ? t0 + r + 1 : T; };
   float max_score[kRows], sum[kRows];
@@ -175,6 +178,7 @@ void softmax_rows(float* Ph, int t0, int T, bool causal, CpuSimd simd) {
   for (int r = 0; r < kRows; ++r) exp_shifted(row(r), max_score[r], visible(r), row(r), simd);
   rows_in_turn<kRows>(visible, [&](int r, int j) { sum[r] += row(r)[j]; });
   for (int r = 0; r < kRows; ++r) {
+    if (lse_h) lse_h[t0 + r] = max_score[r] + std::log(sum[r]);
     const float inv_sum = 1.0f / sum[r];
     float* prow = row(r);
     for (int t2 = 0; t2 < visible(r); ++t2) prow[t2] *= inv_sum;
@@ -199,43 +203,59 @@ void softmax_backward_rows(const float* Ph, float* dSh, int t0, int T, bool caus
   }
 }
 
+// One head's softmax weights Ph (T,T) (0 where masked) from its scaled queries (T,HS) and keys
+// transposed (HS,T); lse_h (T) gets each row's log-sum-exp when not null. The forward and the
+// backward (which recomputes the weights) both call it: the same bits.
+void head_weights(float* Ph, float* lse_h, const float* q_scaled, const float* kT, int T, int HS, bool causal,
+                  CpuSimd simd) {
+  // scores (T,T) = (q scale) k^T, every key (the causal rows ignore the ones they cannot see)
+  ordered_matmul(simd, T, T, HS, Strided{q_scaled, HS, 1}, kT, T, Ph, T, Band::All);
+  for (int t0 = 0; t0 < T; t0 += kRowsInTurn) {  // the softmax of each row, over the keys it sees
+    if (t0 + kRowsInTurn <= T)
+      softmax_rows<kRowsInTurn>(Ph, lse_h, t0, T, causal, simd);
+    else
+      for (int t = t0; t < T; ++t) softmax_rows<1>(Ph, lse_h, t, T, causal, simd);
+  }
+}
+
+// One head's queries times scale (T,HS) and keys transposed (HS,T), from the packed qkv.
+void head_queries_and_keys(const float* x, const PackedQkv& at, int b, int h, int T, int HS, float scale,
+                           float* q_scaled, float* kT) {
+  for (int t = 0; t < T; ++t)
+    for (int d = 0; d < HS; ++d) q_scaled[static_cast<size_t>(t) * HS + d] = x[at.q(b, t, h) + d] * scale;
+  transpose_head(x, T, HS, [&](int t) { return at.k(b, t, h); }, kT);
+}
+
 }  // namespace
 
-// qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T) (softmax weights, before dropout)
-void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
+// qkv (B,T,3C) -> out (B,T,C), lse (B,NH,T). The weights of a head live in per-thread scratch
+// (T,T) only while it is computed.
+void CpuBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s,
                                    const DropoutMask& dropout) {
-  Fp32Scope fp32({&out, &probs, &qkv});  // bf16/fp16 storage: see storage.h
+  Fp32Scope fp32({&out, &qkv});  // bf16/fp16 storage: see storage.h (lse is fp32)
   const int B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS;
   const PackedQkv at{T, C, HS};
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const DropoutKey key = dropout.key();
   const float* x = qkv.f32();
   float* o = out.f32();
-  float* P = probs.f32();
+  float* L = lse.f32();
 #pragma omp parallel
   {
-    // per-thread scratch: the head's scaled queries (T,HS), keys transposed (HS,T), dropout
-    // factors (T,T) and dropped-out weights (T,T)
+    // per-thread scratch: the head's scaled queries (T,HS), keys transposed (HS,T), weights
+    // (T,T), dropout factors (T,T) and dropped-out weights (T,T)
     std::vector<float> q_scaled(static_cast<size_t>(T) * HS), kT(static_cast<size_t>(HS) * T);
-    std::vector<float> masks(static_cast<size_t>(T) * T), weights(static_cast<size_t>(T) * T);
+    std::vector<float> P(static_cast<size_t>(T) * T), masks(static_cast<size_t>(T) * T),
+        weights(static_cast<size_t>(T) * T);
 #pragma omp for collapse(2)
     for (int b = 0; b < B; ++b) {
       for (int h = 0; h < NH; ++h) {
-        const int64_t head = (static_cast<int64_t>(b) * NH + h) * T * T;  // this head's (T,T) block of probs
-        float* Ph = P + head;
+        const int64_t head = (static_cast<int64_t>(b) * NH + h) * T * T;  // this head's (T,T) block of the mask
         head_dropout_masks(dropout, key, head, T, masks.data(), simd_);
-        for (int t = 0; t < T; ++t)
-          for (int d = 0; d < HS; ++d) q_scaled[static_cast<size_t>(t) * HS + d] = x[at.q(b, t, h) + d] * scale;
-        transpose_head(x, T, HS, [&](int t) { return at.k(b, t, h); }, kT.data());
-        // scores (T,T) = (q scale) k^T, every key (the causal rows ignore the ones they cannot see)
-        ordered_matmul(simd_, T, T, HS, Strided{q_scaled.data(), HS, 1}, kT.data(), T, Ph, T, Band::All);
-        for (int t0 = 0; t0 < T; t0 += kRowsInTurn) {  // the softmax of each row, over the keys it sees
-          if (t0 + kRowsInTurn <= T)
-            softmax_rows<kRowsInTurn>(Ph, t0, T, s.causal, simd_);
-          else
-            for (int t = t0; t < T; ++t) softmax_rows<1>(Ph, t, T, s.causal, simd_);
-        }
-        for (int64_t i = 0; i < static_cast<int64_t>(T) * T; ++i) weights[i] = Ph[i] * masks[i];
+        head_queries_and_keys(x, at, b, h, T, HS, scale, q_scaled.data(), kT.data());
+        head_weights(P.data(), L + (static_cast<int64_t>(b) * NH + h) * T, q_scaled.data(), kT.data(), T, HS,
+                     s.causal, simd_);
+        for (int64_t i = 0; i < static_cast<int64_t>(T) * T; ++i) weights[i] = P[i] * masks[i];
         // out (T,HS) = dropped-out weights (T,T) x v (T,HS), over the keys each query sees
         ordered_matmul(simd_, T, HS, T, Strided{weights.data(), T, 1}, x + at.v(b, 0, h), 3 * C, o + at.head_row(b, 0, h), C,
                        s.causal ? Band::UpToRow : Band::All);
@@ -244,32 +264,38 @@ void CpuBackend::attention_forward(Tensor out, Tensor probs, Tensor qkv, const A
   }
 }
 
-// dout (B,T,C) -> dqkv (B,T,3C); dprobs (B,NH,T,T) scratch for the score gradients
-void CpuBackend::attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor /*out*/, Tensor probs,
-                                    const AttentionShape& s, const DropoutMask& dropout) {
-  Fp32Scope fp32({&dqkv, &dprobs, &dout, &qkv, &probs});  // bf16/fp16 storage: see storage.h
+// dout (B,T,C) -> dqkv (B,T,3C). The weights are recomputed exactly as the forward computed
+// them (the same code, so the same bits as a kept copy would have; the CPU has no use for lse
+// or dout_dot_out, which the GPU's kernels need).
+void CpuBackend::attention_backward(Tensor dqkv, Tensor /*dout_dot_out*/, Tensor dout, Tensor qkv, Tensor /*out*/,
+                                    Tensor /*lse*/, const AttentionShape& s, const DropoutMask& dropout) {
+  Fp32Scope fp32({&dqkv, &dout, &qkv});  // bf16/fp16 storage: see storage.h
   const int B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS;
   const PackedQkv at{T, C, HS};
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const DropoutKey key = dropout.key();
   const float* x = qkv.f32();
   const float* dO = dout.f32();
-  const float* P = probs.f32();
-  float* dS = dprobs.f32();
   float* dx = dqkv.f32();
 #pragma omp parallel
   {
-    // per-thread scratch: values transposed (HS,T), dropout factors, dropped-out weights and
-    // scaled score gradients (T,T each)
-    std::vector<float> vT(static_cast<size_t>(HS) * T), masks(static_cast<size_t>(T) * T);
+    // per-thread scratch: scaled queries (T,HS), keys and values transposed (HS,T), the
+    // recomputed weights, score gradients, dropout factors, dropped-out weights and scaled
+    // score gradients (T,T each)
+    std::vector<float> q_scaled(static_cast<size_t>(T) * HS), kT(static_cast<size_t>(HS) * T),
+        vT(static_cast<size_t>(HS) * T);
+    std::vector<float> P(static_cast<size_t>(T) * T), dS(static_cast<size_t>(T) * T),
+        masks(static_cast<size_t>(T) * T);
     std::vector<float> weights(static_cast<size_t>(T) * T), g(static_cast<size_t>(T) * T);
 #pragma omp for collapse(2)
     for (int b = 0; b < B; ++b) {
       for (int h = 0; h < NH; ++h) {
         const int64_t head = (static_cast<int64_t>(b) * NH + h) * T * T;
-        const float* Ph = P + head;
-        float* dSh = dS + head;
+        const float* Ph = P.data();
+        float* dSh = dS.data();
         const float* dOh = dO + at.head_row(b, 0, h);  // this head's dout rows, stride C
+        head_queries_and_keys(x, at, b, h, T, HS, scale, q_scaled.data(), kT.data());
+        head_weights(P.data(), nullptr, q_scaled.data(), kT.data(), T, HS, s.causal, simd_);
         head_dropout_masks(dropout, key, head, T, masks.data(), simd_);
         transpose_head(x, T, HS, [&](int t) { return at.v(b, t, h); }, vT.data());
         // out_t = sum_t2 m[t2] P[t2] v_t2, with m the dropout factor:

@@ -29,9 +29,9 @@ class CpuBackend : public Backend {
   void linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) override;
   void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                        ParamGrads grads, InputGrad input) override;
-  void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
+  void attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s,
                          const DropoutMask& dropout) override;
-  void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out, Tensor probs, const AttentionShape& s,
+  void attention_backward(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Tensor qkv, Tensor out, Tensor lse, const AttentionShape& s,
                           const DropoutMask& dropout) override;
   void kv_cache_append(Tensor k_cache, Tensor v_cache, Tensor qkv, int pos) override;  // attention_decode.cpp
   void attention_decode(Tensor out, Tensor qkv, Tensor k_cache, Tensor v_cache, int pos, int NH) override;

@@ -18,6 +18,10 @@
 
 namespace tt {
 
+// Whether flash_attention.cu's kernels serve this shape (head sizes up to 256); the naive
+// kernels serve any.
+bool flash_attention_serves(const AttentionShape& s);
+
 class CudaBackend final : public Backend {
  public:
   explicit CudaBackend(const CudaOptions& options);  // throws std::runtime_error naming the CUDA failure
@@ -48,10 +52,10 @@ class CudaBackend final : public Backend {
   void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                        ParamGrads grads, InputGrad input) override;
   std::string use_library_attention(const AttentionShape& s, DType storage, float dropout_p) override;
-  void attention_forward(Tensor out, Tensor probs, Tensor qkv, const AttentionShape& s,
+  void attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s,
                          const DropoutMask& dropout) override;
-  void attention_backward(Tensor dqkv, Tensor dprobs, Tensor dout, Tensor qkv, Tensor out, Tensor probs, const AttentionShape& s,
-                          const DropoutMask& dropout) override;
+  void attention_backward(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
+                          const AttentionShape& s, const DropoutMask& dropout) override;
   void kv_cache_append(Tensor k_cache, Tensor v_cache, Tensor qkv, int pos) override;  // attention_decode.cu
   void attention_decode(Tensor out, Tensor qkv, Tensor k_cache, Tensor v_cache, int pos, int NH) override;
   void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
@@ -109,9 +113,17 @@ class CudaBackend final : public Backend {
   // algorithm for (said once on stderr), tiled_gemm.cu runs it instead.
   bool matmul(int m, int n, int k, bool transa, bool transb, const void* A, const void* B, DType ab_type, void* D,
               DType d_type, const void* bias, float beta, float* bias_grad = nullptr);
-  // An fp32 buffer of at least `floats` elements for attention.cu: the fp32 softmax weights (and
-  // score gradients) when probs/dprobs are stored in 16 bits; and for attention_decode.cu, the
-  // weights of the new token over the cache (never captured). Grown on first use, so the trainer's
+  // The attention ladder (attention.cu): flash_attention.cu's kernels, naive_attention.cu's.
+  bool runs_naive_attention(const AttentionShape& s) const;
+  void flash_attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s, const DropoutMask& dropout);
+  void flash_attention_backward(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
+                                const AttentionShape& s, const DropoutMask& dropout);
+  void naive_attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s, const DropoutMask& dropout);
+  void naive_attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, const AttentionShape& s,
+                                const DropoutMask& dropout);
+  // An fp32 buffer of at least `floats` elements: for naive_attention.cu, the (B,NH,T,T) softmax
+  // weights and score gradients; for attention_decode.cu, the weights of the new token over the
+  // cache (never captured). Grown on first use, so the trainer's
   // eager first step sizes it before graph capture; growing during a capture is a logic_error.
   float* attention_work(size_t floats);
   // adamw_step, and with `scaler` not null adamw_step_and_scaler_update, as one launch (adamw.cu)

@@ -21,7 +21,10 @@ struct KernelKind {
 };
 constexpr KernelKind kOurKernels[] = {
     {"tiled_gemm_kernel", &GraphNodeCount::gemm},  // tiled_gemm.cu
-    // attention.cu, attention_decode.cu
+    // flash_attention.cu, naive_attention.cu, attention_decode.cu
+    {"flash_attention_forward_kernel", &GraphNodeCount::attention},
+    {"flash_attention_backward_dq_kernel", &GraphNodeCount::attention},
+    {"flash_attention_backward_dkv_kernel", &GraphNodeCount::attention},
     {"attention_forward_kernel", &GraphNodeCount::attention},
     {"attention_backward_dq_kernel", &GraphNodeCount::attention},
     {"attention_backward_dkv_kernel", &GraphNodeCount::attention},

@@ -1,0 +1,86 @@
+// What the attention kernels share (naive_attention.cu, flash_attention.cu): the block shape
+// (one warp per query or key row, kRowsPerBlock rows per block), the tile of keys or queries
+// streamed through shared memory (kTile rows, one per lane), and the host-side launch helpers.
+#pragma once
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+
+#include "kernels/backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/storage.cuh"
+#include "kernels/cuda/warp.cuh"
+
+namespace tt {
+namespace attention_tiles {
+
+constexpr int kTile = 32;                        // keys (or queries) per shared-memory tile: one per lane
+constexpr int kRowsPerBlock = 8;                 // warps per block, one row (query or key) each
+constexpr int kThreads = kRowsPerBlock * kWarp;  // 256
+constexpr size_t kDefaultSmemBytes = 48 * 1024;  // above this a kernel must opt in
+
+// Block-cooperative load of one tile, widened to fp32:
+// dst[j * stride + d] = src[base + (row0 + j) * row_stride + d] for j < kTile, d < width; rows
+// at or past T are zero. Consecutive threads read consecutive channels of one row (coalesced).
+template <typename S>
+__device__ __forceinline__ void load_tile(float* dst, int stride, const S* src, int64_t base, int row0, int T,
+                                          int64_t row_stride, int width) {
+  for (int i = threadIdx.x; i < kTile * width; i += blockDim.x) {
+    const int j = i / width, d = i - j * width;
+    const int row = row0 + j;
+    dst[j * stride + d] = row < T ? to_float(src[base + static_cast<int64_t>(row) * row_stride + d]) : 0.0f;
+  }
+}
+
+// The decomposition of the "query row" kernels: which (b, h) and which query row this warp
+// owns. A block is kRowsPerBlock consecutive query rows of one (b,h), grid
+// B*NH*ceil(T/kRowsPerBlock).
+struct QueryRow {
+  int b, h, bh, t0, t, lane, warp;
+  bool active;     // t < T (the last block of a head may run past T)
+  int visible;     // keys this query may attend to: t + 1 when causal, else T; 0 when inactive
+  int block_keys;  // keys any row of this block may attend to: the tile loops' bound (causal:
+                   // the key tiles wholly above the block's last row are never loaded)
+};
+__device__ __forceinline__ QueryRow query_row(int T, int NH, bool causal) {
+  QueryRow r;
+  const int blocks_per_head = (T + kRowsPerBlock - 1) / kRowsPerBlock;
+  r.bh = static_cast<int>(blockIdx.x / blocks_per_head);
+  r.t0 = static_cast<int>(blockIdx.x % blocks_per_head) * kRowsPerBlock;
+  r.b = r.bh / NH;
+  r.h = r.bh % NH;
+  r.warp = threadIdx.x / kWarp;
+  r.lane = threadIdx.x % kWarp;
+  r.t = r.t0 + r.warp;
+  r.active = r.t < T;
+  r.visible = !r.active ? 0 : causal ? r.t + 1 : T;
+  r.block_keys = causal ? min(T, r.t0 + kRowsPerBlock) : T;
+  return r;
+}
+
+// Opts a kernel into more than 48 KiB of dynamic shared memory when a large head needs it.
+template <typename Kernel>
+void reserve_shared_memory(Kernel kernel, size_t bytes, const char* what) {
+  if (bytes <= kDefaultSmemBytes) return;
+  int device = 0, limit = 0;
+  CUDA_CHECK(cudaGetDevice(&device));
+  CUDA_CHECK(cudaDeviceGetAttribute(&limit, cudaDevAttrMaxSharedMemoryPerBlockOptin, device));
+  if (bytes > static_cast<size_t>(limit))
+    throw std::runtime_error(std::string(what) + ": head size needs " + std::to_string(bytes) +
+                             " bytes of shared memory per block, the GPU allows " + std::to_string(limit));
+  CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+}
+
+// Blocks for one warp per row of every (b,h): B*NH*ceil(T/kRowsPerBlock).
+inline unsigned row_blocks(const AttentionShape& s, const char* what) {
+  if (s.B <= 0 || s.T <= 0 || s.NH <= 0 || s.HS <= 0)
+    throw std::runtime_error(std::string(what) + ": empty or negative attention shape");
+  const int64_t blocks = static_cast<int64_t>(s.B) * s.NH * ((s.T + kRowsPerBlock - 1) / kRowsPerBlock);
+  if (blocks > 0x7fffffff) throw std::runtime_error(std::string(what) + ": too many blocks for one launch");
+  return static_cast<unsigned>(blocks);
+}
+
+}  // namespace attention_tiles
+}  // namespace tt
