@@ -62,27 +62,32 @@ CLI::Option* add_gemm_option(CLI::App& cmd, GemmKernel& gemm) {
       ->check(CLI::IsMember({"cublaslt", "tiled"}));
 }
 
+CLI::Option* add_attention_option(CLI::App& cmd, AttentionKernel& attention) {
+  return cmd
+      .add_option_function<std::string>(
+          "--attention",
+          [&attention](const std::string& name) {
+            attention = name == "cudnn"   ? AttentionKernel::Cudnn
+                        : name == "naive" ? AttentionKernel::Naive
+                                          : AttentionKernel::Flash;
+          },
+          "CUDA attention: flash (tinytrain's, no T x T matrix) | naive (the T x T weights in memory) | "
+          "cudnn (cuDNN fused, where it supports the case)")
+      ->default_str("flash")
+      ->check(CLI::IsMember({"flash", "naive", "cudnn"}));
+}
+
 void GpuFlags::add_to(CLI::App& cmd) {
   cmd.add_flag("--tf32", gpu.tf32, "CUDA: allow TF32 tensor-core GEMMs (off: exact fp32)");
   add_gemm_option(cmd, gpu.gemm);
-  cmd.add_option("--attention", attention,
-                 "CUDA attention: flash (tinytrain's, no T x T matrix) | naive (the T x T weights in memory) | "
-                 "cudnn (cuDNN fused, where it supports the case)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"flash", "naive", "cudnn"}));
+  add_attention_option(cmd, gpu.attention);
   add_debug_sync_flag(cmd, gpu.debug_sync);
 }
 
-GpuOptions GpuFlags::options() const {
-  GpuOptions options = gpu;
-  options.attention = attention == "cudnn"   ? AttentionKernel::Cudnn
-                      : attention == "naive" ? AttentionKernel::Naive
-                                             : AttentionKernel::Flash;
-  return options;
-}
+GpuOptions GpuFlags::options() const { return gpu; }
 
 void GpuFlags::note_attention(const Backend& backend, std::ostream& out) const {
-  if (attention == "cudnn" && backend.name() != "cuda")
+  if (gpu.attention == AttentionKernel::Cudnn && backend.name() != "cuda")
     out << "attention: the " << backend.name() << " backend has no cuDNN; tinytrain's attention kernel runs" << std::endl;
 }
 

@@ -74,11 +74,12 @@ CLI::Option* add_debug_sync_flag(CLI::App& cmd, bool& debug_sync);
 
 // --gemm cublaslt|tiled: what runs the CUDA backend's GEMMs (GpuFlags; `ops` on its own).
 CLI::Option* add_gemm_option(CLI::App& cmd, GemmKernel& gemm);
+// --attention flash|naive|cudnn: the CUDA backend's attention kernels (the CPU has one).
+CLI::Option* add_attention_option(CLI::App& cmd, AttentionKernel& attention);
 
 // --tf32, --gemm, --attention and --debug-sync: how the CUDA backend runs the model (`train`, `profile`, `verify`).
 struct GpuFlags {
   GpuOptions gpu;
-  std::string attention = "flash";  // flash | naive | cudnn (the CUDA backend's; the CPU has one)
 
   void add_to(CLI::App& cmd);
   // The options the CUDA backend is made with (gpu.device is the caller's).

@@ -27,6 +27,7 @@ class OpsCommand final : public Command {
     add_threads_option(cmd, threads_);
     add_debug_sync_flag(cmd, o.gpu.debug_sync);
     add_gemm_option(cmd, o.gpu.gemm);
+    add_attention_option(cmd, o.gpu.attention);
   }
 
   int run() override {

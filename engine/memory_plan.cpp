@@ -68,8 +68,7 @@ MemoryPlan plan_training(const TrainOptions& o, const std::string& backend) {
   if (zero == 1) add_arena(plan, "weights", Trainer::plan_grad_shard(layout.shard_elements(W)));
   add_arena(plan, "batch", Trainer::plan_batch(rows, T));
   if (backend == "cuda") {
-    const size_t attention = act == DType::F32 ? 0 : static_cast<size_t>(micro) * c.n_head * T * T;
-    for (const WorkspaceItem& w : cuda_workspaces(layout.total() * sizeof(float), attention))
+    for (const WorkspaceItem& w : cuda_workspaces(layout.total() * sizeof(float)))
       plan.items.push_back({"workspace", w.name, w.bytes, w.on_device});
   }
   return plan;

@@ -13,7 +13,7 @@ enum class GemmKernel {
 // Which kernel runs the attention core (--attention; docs/attention.md has the ladder).
 enum class AttentionKernel {
   Flash,  // tinytrain's flash attention (kernels/cuda/flash_attention.cu): tiles, online softmax, no (T,T) matrix
-  Naive,  // the first rung (kernels/cuda/attention.cu): the (T,T) weights in a workspace, for teaching and comparison
+  Naive,  // the first rung (kernels/cuda/naive_attention.cu): the (T,T) weights in a workspace, for teaching and comparison
   Cudnn,  // cuDNN's fused attention where it serves the case (use_library_attention), else Flash
 };
 

@@ -22,16 +22,15 @@ struct WorkspaceItem {
   bool on_device;  // false: pinned host memory
 };
 
-// largest_copy: the largest single host-to-device copy (the parameters); attention_floats:
-// B*NH*T*T of one micro-batch when activations are 16-bit (the fp32 softmax work buffer of the
-// attention kernels), else 0.
-inline std::vector<WorkspaceItem> cuda_workspaces(size_t largest_copy, size_t attention_floats) {
+// largest_copy: the largest single host-to-device copy (the parameters). The default flash
+// attention needs no work buffer; `--attention naive` adds one of 2 B NH T^2 floats
+// (CudaBackend::attention_work), which this list leaves out.
+inline std::vector<WorkspaceItem> cuda_workspaces(size_t largest_copy) {
   std::vector<WorkspaceItem> items = {
       {"cuBLASLt workspace", kCudaGemmWorkspaceBytes, true},
       {"reduction scratch", kCudaReduceScratchFloats * sizeof(float), true},
       {"reduction counters", kCudaReduceCounters * sizeof(int), true},
       {"staging (pinned host)", largest_copy < kCudaMaxStagingBytes ? largest_copy : kCudaMaxStagingBytes, false}};
-  if (attention_floats > 0) items.push_back({"attention fp32 work", attention_floats * sizeof(float), true});
   return items;
 }
 

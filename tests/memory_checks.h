@@ -493,8 +493,8 @@ inline void check_seed_plan(DType act) {
   const size_t a = dtype_size(act), f32 = 4;
   const size_t N = static_cast<size_t>(B) * T, C = c.d_model, F = c.d_ff, NH = c.n_head;
   const size_t h = N * F * a;  // h_pre, h
-  // ln1, att, res1, ln2, res2 (N,C); qkv (N,3C); probs (B,NH,T,T); 4 statistics (N) fp32
-  const size_t per_layer = 5 * N * C * a + 3 * N * C * a + B * NH * T * T * a + 4 * N * f32 + 2 * h;
+  // ln1, att, res1, ln2, res2 (N,C); qkv (N,3C); attention's lse (B,NH,T) and 4 statistics (N) fp32
+  const size_t per_layer = 5 * N * C * a + 3 * N * C * a + B * NH * T * f32 + 4 * N * f32 + 2 * h;
   const size_t output = N * C * a;  // ln2 (post-norm): kept per layer by every mode
   EXPECT_EQ(none - ffn, (c.n_layer - 1) * 2 * h);
   EXPECT_EQ(none - layer, (c.n_layer - 1) * (per_layer - output));
@@ -518,8 +518,8 @@ inline void check_plan_growth_with_depth() {
     };
     const size_t N = static_cast<size_t>(4) * mc.T, C = mc.config.d_model, F = mc.config.d_ff;
     const size_t NH = mc.config.n_head, T = mc.T, f32 = 4;
-    // ln1, att, res1, ln2, res2 (N,C); qkv (N,3C); probs (4,NH,T,T); h_pre, h (N,F); 4 statistics (N)
-    const size_t one_layer = (8 * N * C + 4 * NH * T * T + 2 * N * F + 4 * N) * f32;
+    // ln1, att, res1, ln2, res2 (N,C); qkv (N,3C); lse (4,NH,T); h_pre, h (N,F); 4 statistics (N)
+    const size_t one_layer = (8 * N * C + 4 * NH * T + 2 * N * F + 4 * N) * f32;
     const size_t buffers = mc.config.norm_first ? 15 : 13;  // upper bound on padded buffers per layer
     EXPECT_GE(grow(Recompute::None), one_layer);
     EXPECT_LT(grow(Recompute::None), one_layer + 64 * buffers);

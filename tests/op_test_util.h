@@ -98,22 +98,22 @@ inline std::vector<double> to_double(const std::vector<float>& v) { return std::
 inline std::vector<float> nan_filled(size_t n) { return std::vector<float>(n, std::nanf("")); }
 
 // One fp32 attention forward + backward of `backend` on host buffers (the CPU backend):
-// qkv (B,T,3C), dout (B,T,C) -> out, probs (B,NH,T,T), dqkv. Outputs and the dprobs scratch
+// qkv (B,T,3C), dout (B,T,C) -> out, lse (B,NH,T), dqkv. Outputs and the dout_dot_out scratch
 // start as NaN, so nothing unwritten or read-before-written goes unnoticed.
 struct AttentionF32 {
-  std::vector<float> out, probs, dqkv;
+  std::vector<float> out, lse, dqkv;
 };
 inline AttentionF32 attention_f32(Backend& backend, const AttentionShape& s, std::vector<float> qkv,
                                   std::vector<float> dout, const DropoutMask& mask) {
   const int64_t C = static_cast<int64_t>(s.NH) * s.HS;
-  const Shape qkv_shape{s.B, s.T, 3 * C}, out_shape{s.B, s.T, C}, probs_shape{s.B, s.NH, s.T, s.T};
-  AttentionF32 r{nan_filled(out_shape.numel()), nan_filled(probs_shape.numel()), nan_filled(qkv_shape.numel())};
-  std::vector<float> dprobs = nan_filled(probs_shape.numel());
-  backend.attention_forward(f32_view(r.out, out_shape), f32_view(r.probs, probs_shape), f32_view(qkv, qkv_shape), s,
+  const Shape qkv_shape{s.B, s.T, 3 * C}, out_shape{s.B, s.T, C}, rows_shape{s.B, s.NH, s.T};
+  AttentionF32 r{nan_filled(out_shape.numel()), nan_filled(rows_shape.numel()), nan_filled(qkv_shape.numel())};
+  std::vector<float> dout_dot_out = nan_filled(rows_shape.numel());
+  backend.attention_forward(f32_view(r.out, out_shape), f32_view(r.lse, rows_shape), f32_view(qkv, qkv_shape), s,
                             mask);
-  backend.attention_backward(f32_view(r.dqkv, qkv_shape), f32_view(dprobs, probs_shape), f32_view(dout, out_shape),
-                             f32_view(qkv, qkv_shape), f32_view(r.out, out_shape), f32_view(r.probs, probs_shape), s,
-                             mask);
+  backend.attention_backward(f32_view(r.dqkv, qkv_shape), f32_view(dout_dot_out, rows_shape),
+                             f32_view(dout, out_shape), f32_view(qkv, qkv_shape), f32_view(r.out, out_shape),
+                             f32_view(r.lse, rows_shape), s, mask);
   return r;
 }
 

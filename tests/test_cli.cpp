@@ -841,7 +841,7 @@ TEST(CliTrainGood, AttentionCudnnOnTheEmulatorSaysOurKernelRuns) {
 }
 
 TEST(CliTrainBad, UnknownAttention) {
-  expect_train_config_error({{"--attention", "flash"}}, {"--attention", "flash"});
+  expect_train_config_error({{"--attention", "ours"}}, {"--attention", "ours"});
 }
 
 TEST(CliTrainBad, BackendCudaWithoutGpu) {

@@ -36,8 +36,9 @@
 //    the backends differ only by fp32 summation order, as in the fp32 cases. Input rounding
 //    would widen a comparison with the exact fp32 result, not this one. The exception is a
 //    16-bit value one backend computed and stored earlier in the same case, which may sit on
-//    the other side of a rounding boundary: only attention chains that way (the backward reads
-//    the probs the forward stored), and its dqkv gets another 2u for it.
+//    the other side of a rounding boundary: only attention chains that way (the flash backward
+//    reads the out the forward stored, for D = rowsum(dout * out)), and its dqkv gets another
+//    2u for it.
 //  - GEMMs with 16-bit inputs run on tensor cores, which add aligned products with truncation
 //    rather than round to nearest (Fasi, Higham, Mikaitis, Pranesh, "Numerical behavior of
 //    NVIDIA tensor cores", PeerJ CS 2021): up to K eps for a K-term sum instead of K/2, so
@@ -434,7 +435,10 @@ std::vector<CaseSpec> linear_gemm_cases(DType act, GemmKernel gemm) {
 
 std::vector<CaseSpec> linear_cases(DType act = DType::F32) { return linear_gemm_cases(act, GemmKernel::CublasLt); }
 
-// ---- attention: qkv (B,T,3C) -> out (B,T,C), probs (B,NH,T,T); backward dqkv ----
+// ---- attention: qkv (B,T,3C) -> out (B,T,C), lse (B,NH,T); backward dqkv ----
+// Run by the default CUDA backend (flash attention) in AllOps, and by one with --attention naive
+// in NaiveAttention below. T not a multiple of the 32-row tile (13, 67, 130), T = 1, head sizes
+// 8 to 128 (and 16), causal and not, dropout 0 to 0.5.
 std::vector<CaseSpec> attention_cases(DType act = DType::F32) {
   struct P {
     int B, T, NH, HS;
@@ -460,24 +464,26 @@ std::vector<CaseSpec> attention_cases(DType act = DType::F32) {
                        const AttentionShape s{p.B, p.T, p.NH, p.HS, p.causal};
                        const int C = p.NH * p.HS;
                        // Scores are HS-term dot products, the softmax sums T exps, each output sums T
-                       // weighted values (+1 for the dropout scale); the backward runs its own HS- and
-                       // T-term sums on top of the forward's probs: twice the budget (as the CPU tests).
-                       const double fwd = reduction_tol(p.HS + 2 * p.T + 1);
+                       // weighted values (+1 for the dropout scale), and the flash kernel rescales its
+                       // running sums once per 32-key tile and divides once (T/32 + 2); lse carries
+                       // the sum's error, absolute. The backward runs its own HS- and T-term sums on
+                       // top of the forward's lse and out: twice the budget (as the CPU tests).
+                       const double fwd = reduction_tol(p.HS + 2 * p.T + p.T / 32 + 3);
                        const int step = c.scalar_i32("step", 7, false);
                        const int qkv = c.input("qkv", {p.B, p.T, 3 * C}, 31, -1.5f, 1.5f);
                        const int dout = c.input("dout", {p.B, p.T, C}, 32);
                        const int out = c.output("out", {p.B, p.T, C}, fwd);
-                       const int probs = c.output("probs", {p.B, p.NH, p.T, p.T}, fwd);
-                       // 16-bit: another 2u for the probs the backward reads, which each backend
-                       // rounded from its own fp32 weights (file comment)
+                       const int lse = c.output_f32("lse", {p.B, p.NH, p.T}, fwd);
+                       // 16-bit: another 2u for the out the flash backward reads, which each backend
+                       // rounded from its own fp32 result (file comment)
                        const int dqkv = c.output("dqkv", {p.B, p.T, 3 * C}, 2.0 * fwd + storage_tol(act));
-                       const int dprobs = c.scratch("dprobs", {p.B, p.NH, p.T, p.T});
+                       const int dout_dot_out = c.output_f32("dout_dot_out", {p.B, p.NH, p.T}, -1.0);
                        const float drop = p.p;
                        c.run = [=](Backend& be, const std::vector<Tensor>& v) {
                          const DropoutMask mask =
                              mask_at(v, step, drop, 0x1234abcd5678ull, 2, DropoutSite::AttentionWeights);
-                         be.attention_forward(v[out], v[probs], v[qkv], s, mask);
-                         be.attention_backward(v[dqkv], v[dprobs], v[dout], v[qkv], v[out], v[probs], s, mask);
+                         be.attention_forward(v[out], v[lse], v[qkv], s, mask);
+                         be.attention_backward(v[dqkv], v[dout_dot_out], v[dout], v[qkv], v[out], v[lse], s, mask);
                        };
                        return c;
                      }});
@@ -1080,6 +1086,57 @@ std::vector<CaseSpec> tiled_gemm_linear_cases() {
 }
 
 INSTANTIATE_TEST_SUITE_P(TiledGemm, CudaOpsTiledGemm, ::testing::ValuesIn(tiled_gemm_linear_cases()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
+
+// The attention cases on the ladder's first rung (--attention naive, naive_attention.cu: the
+// (T,T) weights in the work buffer), fp32, bf16 and fp16; AllOps runs them on flash attention.
+class CudaOpsNaiveAttention : public CudaTest, public ::testing::WithParamInterface<CaseSpec> {
+ protected:
+  void SetUp() override {
+    CudaTest::SetUp();
+    if (!cuda) return;
+    CudaOptions naive;
+    naive.attention = AttentionKernel::Naive;
+    std::string why;
+    cuda = test::cuda_backend_or_skip(why, naive);
+  }
+};
+
+TEST_P(CudaOpsNaiveAttention, MatchesCpuBackend) {
+  const OpCase c = GetParam().make();
+  compare(GetParam().name, c, run_on(*cpu, c), run_on(*cuda, c));
+}
+
+std::vector<CaseSpec> attention_cases_all_dtypes() {
+  std::vector<CaseSpec> all;
+  for (DType act : {DType::F32, DType::BF16, DType::F16}) {
+    const std::vector<CaseSpec> specs = attention_cases(act);
+    all.insert(all.end(), specs.begin(), specs.end());
+  }
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(NaiveAttention, CudaOpsNaiveAttention, ::testing::ValuesIn(attention_cases_all_dtypes()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
+
+// Flash against naive, the two CUDA rungs, directly: within each case's tolerance (which covers
+// both against the CPU); and the flash backward bit for bit the same when run again (no atomics,
+// fixed-order sums).
+class CudaFlashAttention : public CudaOpsNaiveAttention {};
+
+TEST_P(CudaFlashAttention, AgreesWithNaiveAndRepeatsBitForBit) {
+  const OpCase c = GetParam().make();
+  std::string why;
+  std::unique_ptr<Backend> flash = test::cuda_backend_or_skip(why);
+  ASSERT_TRUE(flash) << why;
+  const CaseResult first = run_on(*flash, c);
+  compare(GetParam().name + " (naive as the reference)", c, run_on(*cuda, c), first);
+  const CaseResult again = run_on(*flash, c);
+  for (size_t i = 0; i < c.tensors.size(); ++i)
+    test::expect_bitwise_equal(GetParam().name + " " + c.tensors[i].name + " run again", again.f32[i], first.f32[i]);
+}
+
+INSTANTIATE_TEST_SUITE_P(FlashAttention, CudaFlashAttention, ::testing::ValuesIn(attention_cases()),
                          [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
 
 // Sets an environment variable for one scope.

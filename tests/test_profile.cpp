@@ -67,10 +67,12 @@ TEST(OpCost, FollowsTheDocumentedFormulas) {
   for (bool causal : {false, true}) {
     const AttentionShape s{B, T, NH, HS, causal};
     const double pairs = causal ? T * (T + 1) / 2.0 : T * T;
-    const OpCost a = attention_forward_cost(view({B, T, C}), view({B, NH, T, T}), view({B, T, 3 * C}), s);
+    const OpCost a = attention_forward_cost(view({B, T, C}), view({B, NH, T}), view({B, T, 3 * C}), s);
     EXPECT_EQ(a.flops, B * NH * pairs * 4 * HS);
-    const OpCost ab = attention_backward_cost(view({B, T, 3 * C}), view({B, NH, T, T}), view({B, T, C}),
-                                              view({B, T, 3 * C}), view({B, NH, T, T}), s);
+    // nothing (T,T) moves: qkv read, out and lse written
+    EXPECT_EQ(a.bytes, 4.0 * (B * T * 3 * C + B * T * C + B * NH * T));
+    const OpCost ab = attention_backward_cost(view({B, T, 3 * C}), view({B, NH, T}), view({B, T, C}),
+                                              view({B, T, 3 * C}), view({B, T, C}), view({B, NH, T}), s);
     EXPECT_EQ(ab.flops, 2 * a.flops);
   }
   // elementwise ops count no FLOPs; dropout with p = 0 in place moves nothing

@@ -28,7 +28,7 @@
 // Head sizes 1..kMaxHead: each lane holds ceil(HS/32) accumulators (a template parameter, 1, 2,
 // 4 or 8), channel lane + 32 i. Any T. Shared memory per block, in floats: forward
 // 8 HS + 32 (HS|1) + 32 HS; backward dq 16 HS + 64 (HS|1); backward dkv 80 (HS|1) + 576 (about
-// 19, 26 and 43 KiB at HS = 128). A kernel asks for more than 48 KiB explicitly.
+// 36, 40 and 43 KiB at HS = 128). A kernel asks for more than 48 KiB explicitly.
 // Dropout: the factor of weight (b,h,t,j) is element ((b NH + h) T + t) T + j of the mask, drawn
 // from kernels/common/philox.h as the CPU backend draws it: both backends drop the same weights.
 // Deterministic: every output is written by one thread and every sum runs in a fixed order (no
