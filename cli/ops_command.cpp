@@ -28,6 +28,8 @@ class OpsCommand final : public Command {
     add_debug_sync_flag(cmd, o.gpu.debug_sync);
     add_gemm_option(cmd, o.gpu.gemm);
     add_attention_option(cmd, o.gpu.attention);
+    cmd.add_flag("--attention-sweep", o.attention_sweep,
+                 "the attention ops only, at B 4, 12 causal heads of 64, T = 256 to 4096 (tools/bench_attention.py)");
   }
 
   int run() override {

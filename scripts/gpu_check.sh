@@ -33,14 +33,14 @@
 #   machine             10     2   nvidia-smi, nvcc, compute-sanitizer, cmake, what was found
 #   configure           25    10   cmake for sm_90 (SASS + compute_90 PTX) against .gpu-deps/,
 #                                  without the SIMT emulator (the emulated suites are CI's)
-#   build               90    40   target gpu_check_build: tinytrain, nccl_busbw and the suites
+#   build               80    40   target gpu_check_build: tinytrain, nccl_busbw and the suites
 #                                  labelled gpu_required, -j16 (the estimate below)
 #   binary              10     2   sm_90 code in the binary, its libraries resolve
 #   ops_check           20     5   tinytrain ops check --backend cuda: every op, fp32/bf16/fp16,
 #                                  against the CPU backend
-#   cuda_tests          75    40   ctest -L gpu_required (not nccl), one schedule's copy (the
+#   cuda_tests          70    40   ctest -L gpu_required (not nccl), one schedule's copy (the
 #                                  schedules only matter on the emulator), -j8: a skip fails it
-#   verify              30    15   tinytrain verify --backend cuda, every tests/data reference,
+#   verify              25    15   tinytrain verify --backend cuda, every tests/data reference,
 #                                  fp32, bf16 and fp16
 #   seed_vs_cpu         25     8   the seed workload (100 steps) on the CPU and on the GPU: every
 #                                  loss within 1e-3, step 0 within 1e-5 (docs/numerics.md)
@@ -50,22 +50,26 @@
 #   graph_bits          15     5   the seed workload with --cuda-graph on and off: the same
 #                                  losses and a byte-identical final checkpoint
 #   nccl_tests          30    20   ctest -L nccl: the communicator with 2 ranks on the GPU
-#   nccl_train_ranks    40    25   tests/nccl/train_ranks.sh: 2 NCCL ranks against one process
+#   nccl_train_ranks    35    25   tests/nccl/train_ranks.sh: 2 NCCL ranks against one process
 #   nccl_busbw          15     8   nccl_busbw --ranks 2, 1 MiB..64 MiB (loopback sockets)
 #   sanitizer_memcheck  15     8   compute-sanitizer --tool T on 3 steps of the seed workload
 #   sanitizer_racecheck 15     8     and on ops check --backend cuda: any error fails the step
 #   sanitizer_synccheck 15     8
 #   sanitizer_initcheck 15     8
-#   doctor              20    10   tinytrain doctor --backend cuda (peaks saved under cache/)
+#   doctor              15    10   tinytrain doctor --backend cuda (peaks saved under cache/)
 #   profile             10     4   profile of the seed workload, fp32 (Chrome trace) and bf16, each
 #                                   with the H200 model's times beside the measured ones
 #   bench               35    20   tools/bench_gpu.py, seed config: tinytrain fp32 (graph on and
 #                                  off), bf16, bf16 with cuDNN; PyTorch eager fp32/bf16; bench.json
+#   attention_bench     30    25   tools/bench_attention.py: flash, naive and cuDNN attention
+#                                  (ops perf --attention-sweep) and PyTorch's SDPA, bf16, B4 12
+#                                  causal heads of 64, T 256..4096, forward and backward;
+#                                  attention_bench.json
 #   ctest_other       (rest)       the remaining targets (247 s of CPU here: some 30 s on 16
 #                                  cores, test_cli.cpp's 28.6 s compile the longest) and ctest's
 #                                  other tests (CPU suites, CLI, doctor; not the emulated ones):
 #                                  only with time left
-# Caps: 10+25+90+10+20+75+30+25+10+20+15+30+40+15+4x15+20+10+35 = 540 s = 9 minutes, with
+# Caps: 10+25+80+10+20+70+25+25+10+20+15+30+35+15+4x15+15+10+35+30 = 540 s = 9 minutes, with
 # ctest_other on what the others leave unused. Expected (the middle column) about 260 s: these
 # are guesses, no GPU has run this yet; summary.json has each step's seconds to set them by.
 # The build's is an estimate: the gpu_check_build targets of this configuration took 388 s of
@@ -378,6 +382,16 @@ s_bench() {  # bench_gpu.py gets its own budget, 5 s inside the step's limit: it
     --rows tinytrain-graph-fp32,tinytrain-nograph-fp32,tinytrain-graph-bf16,tinytrain-cudnn-bf16,torch-eager-fp32,torch-eager-bf16 \
     --seed-steps 300 --seed-warmup 20 --eager-timeout 20 --timeout 20 --budget $((limit - 5)) --json "$out/bench.json"
 }
+s_attention_bench() {  # each of its three tinytrain runs gets a quarter of the step, PyTorch the rest
+  local limit=$GC_LIMIT py="" c
+  [ "$limit" -ge 12 ] || { echo "$limit s left: too little for the attention benchmark"; return 1; }
+  for c in python3 /usr/bin/python3 python; do
+    if "$c" -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then py=$(command -v "$c"); break; fi
+  done
+  [ -n "$py" ] || { echo "no Python whose torch sees a GPU (python3, /usr/bin/python3, python)"; return 1; }
+  "$py" "$root/tools/bench_attention.py" --tinytrain "$BIN" --dtype bf16 --timeout $(((limit - 2) / 4)) \
+    --json "$out/attention_bench.json"
+}
 s_ctest_other() {  # the rest of the build, then everything not run above (CI runs the emulated suites)
   cmake --build "$BUILD" -j "$JOBS" || return 1
   OMP_NUM_THREADS=2 OPENBLAS_NUM_THREADS=2 run_ctest -j8 -LE 'gpu_required|nccl|cuda|simt|mutants|mpi' \
@@ -385,7 +399,8 @@ s_ctest_other() {  # the rest of the build, then everything not run above (CI ru
 }
 export -f number need worst_err_over_tol s_machine s_configure s_build s_binary s_ops_check run_ctest s_cuda_tests s_verify \
   train_logged compare_losses cpu_reference s_seed_vs_cpu s_seed_gemm_tiled cudnn_served s_cudnn_attention \
-  s_graph_bits s_nccl_tests s_nccl_train_ranks s_nccl_busbw s_sanitizer s_doctor s_profile s_bench s_ctest_other
+  s_graph_bits s_nccl_tests s_nccl_train_ranks s_nccl_busbw s_sanitizer s_doctor s_profile s_bench s_attention_bench \
+  s_ctest_other
 
 # ---- the run ----------------------------------------------------------------------------------------
 budget=${GPU_CHECK_BUDGET_S:-540}
@@ -393,25 +408,26 @@ budget=${GPU_CHECK_BUDGET_S:-540}
 plan=(
   "machine 10 s_machine"
   "configure 25 s_configure"
-  "build 90 s_build"
+  "build 80 s_build"
   "binary 10 s_binary"
   "ops_check 20 s_ops_check"
-  "cuda_tests 75 s_cuda_tests"
-  "verify 30 s_verify"
+  "cuda_tests 70 s_cuda_tests"
+  "verify 25 s_verify"
   "seed_vs_cpu 25 s_seed_vs_cpu"
   "seed_gemm_tiled 10 s_seed_gemm_tiled"
   "cudnn_attention 20 s_cudnn_attention"
   "graph_bits 15 s_graph_bits"
   "nccl_tests 30 s_nccl_tests"
-  "nccl_train_ranks 40 s_nccl_train_ranks"
+  "nccl_train_ranks 35 s_nccl_train_ranks"
   "nccl_busbw 15 s_nccl_busbw"
   "sanitizer_memcheck 15 s_sanitizer memcheck"
   "sanitizer_racecheck 15 s_sanitizer racecheck"
   "sanitizer_synccheck 15 s_sanitizer synccheck"
   "sanitizer_initcheck 15 s_sanitizer initcheck"
-  "doctor 20 s_doctor"
+  "doctor 15 s_doctor"
   "profile 10 s_profile"
   "bench 35 s_bench"
+  "attention_bench 30 s_attention_bench"
   "ctest_other $budget s_ctest_other"
 )
 names=()

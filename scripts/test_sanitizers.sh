@@ -36,6 +36,7 @@
 #   - the mutants (label "mutants"): they check the suite, not the code;
 #   - the tests that run no C++ of tinytrain's, only scripts, so a sanitizer has nothing to
 #     instrument: gpu_check.verdict (scripts/gpu_check.sh's verdict on fake steps, 25 s),
+#     bench_attention.self_test (the attention benchmark's parsing),
 #     toy_lm_tools.* (the Python tools, 9 s), layering* and compare_step_losses.can_fail
 #     (shell), simt_mutants.missing_file_fails (simt/run_mutants.py on a fake build). They
 #     run in the release tree's CPU stage, with the same result.
@@ -78,7 +79,7 @@ if [ "$phase" = all ] || [ "$phase" = test ]; then
   export OMP_WAIT_POLICY=PASSIVE  # as scripts/test.sh: OpenMP threads sleep, not spin, while they wait
   # What the header leaves out: the C++ covered otherwise, then the tests that run scripts only.
   left_out='^(forward|reverse)\.|CudaTraining|CudaRecompute|CudaGradAccumulation|verify_cuda_emu_(bf16|fp16|tiled_gemm_)|^pytorch_parity\.|^verify_catches_mistakes$'
-  left_out+='|^gpu_check\.verdict$|^toy_lm_tools\.|^layering|^compare_step_losses\.can_fail$|^simt_mutants\.missing_file_fails$'
+  left_out+='|^gpu_check\.verdict$|^bench_attention\.|^toy_lm_tools\.|^layering|^compare_step_losses\.can_fail$|^simt_mutants\.missing_file_fails$'
   ctest --output-on-failure -j "$(nproc)" -LE mutants -E "$left_out"
   cd ..
 fi

@@ -193,9 +193,13 @@ TEST(OpsCommand, CheckPassesOnTheEmulatedCudaBackend) {
   };
   // linear_backward, layernorm_backward, embedding_backward: gradients added and written
   for (const Run& run : {Run{{"--op", "linear"}, {"linear_forward", "linear_backward"}, {"fp32", "bf16", "fp16"}, 18},
-                         // every op named *attention*: forward and backward causal and full, and decode
+                         // every op named *attention*: forward and backward causal and full at both
+                         // workloads, and at the 7 odd shapes (T 1, 37, 70; HS 8, 40, 64), and decode;
+                         // on flash attention (the default) and on the naive kernels
                          Run{{"--op", "attention", "--dtype", "fp32"},
-                             {"attention_forward", "attention_backward", "attention_decode"}, {"fp32"}, 10},
+                             {"attention_forward", "attention_backward", "attention_decode"}, {"fp32"}, 24},
+                         Run{{"--op", "attention", "--dtype", "bf16", "--attention", "naive"},
+                             {"attention_forward", "attention_backward", "attention_decode"}, {"bf16"}, 24},
                          Run{{"--op", "layernorm_backward", "--dtype", "bf16"}, {"layernorm_backward"}, {"bf16"}, 4},
                          Run{{"--op", "embedding_backward", "--dtype", "bf16"}, {"embedding_backward"}, {"bf16"}, 4},
                          // the residual stream's fused norms: with and without the norm forward;

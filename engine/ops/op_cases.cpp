@@ -284,7 +284,8 @@ void linear_cases(Table& t, const Workload& w) {
 struct AttentionCase {
   int B, T, NH, HS;
   bool causal;
-  float p;  // dropout on the weights
+  float p;                     // dropout on the weights
+  bool offer_library = false;  // each call first offers the case to use_library_attention
 };
 void attention_case(Table& t, const AttentionCase& k) {
   const AttentionShape s{k.B, k.T, k.NH, k.HS, k.causal};
@@ -303,6 +304,7 @@ void attention_case(Table& t, const AttentionCase& k) {
     const int out = b.output("out", {B, T, C}, fwd_tol);
     const int lse = b.output_f32("lse", {B, NH, T}, fwd_tol);
     c.run = [=](Backend& be, const CaseViews& v) {
+      if (k.offer_library) be.use_library_attention(s, v[qkv].dtype, p);
       be.attention_forward(v[out], v[lse], v[qkv], s, mask_at(v, step, p, DropoutSite::AttentionWeights));
     };
     c.cost = [=](const CaseViews& v) { return attention_forward_cost(v[out], v[lse], v[qkv], s); };
@@ -321,6 +323,7 @@ void attention_case(Table& t, const AttentionCase& k) {
       be.attention_forward(v[out], v[lse], v[qkv], s, mask_at(v, step, p, DropoutSite::AttentionWeights));
     };
     c.run = [=](Backend& be, const CaseViews& v) {
+      if (k.offer_library) be.use_library_attention(s, v[qkv].dtype, p);
       be.attention_backward(v[dqkv], v[dout_dot_out], v[dout], v[qkv], v[out], v[lse], s,
                             mask_at(v, step, p, DropoutSite::AttentionWeights));
     };
@@ -733,6 +736,19 @@ std::vector<std::string> op_names() {
           "dropout_forward",    "dropout_backward",    "residual_forward",  "cross_entropy_forward_backward",
           "cast",               "fill_zero",           "grad_norm_check",   "adamw_step",
           "adamw_step_and_scaler_update", "loss_scaler_update"};
+}
+
+std::vector<AttentionShape> attention_sweep_shapes() {
+  std::vector<AttentionShape> shapes;
+  for (int T : {256, 512, 1024, 2048, 4096}) shapes.push_back({4, T, 12, 64, true});
+  return shapes;
+}
+
+std::vector<OpCaseSpec> attention_sweep_cases(DType dtype) {
+  Table table(dtype);
+  for (const AttentionShape& s : attention_sweep_shapes())
+    attention_case(table, {s.B, s.T, s.NH, s.HS, s.causal, 0.0f, /*offer_library=*/true});
+  return table.specs();
 }
 
 std::vector<OpCaseSpec> op_cases(DType dtype) {

@@ -62,4 +62,12 @@ std::vector<std::string> op_names();
 // every precision: they are F32 cases only.
 std::vector<OpCaseSpec> op_cases(DType dtype);
 
+// `ops perf --attention-sweep`: attention_forward and attention_backward at long sequences,
+// T = 256, 512, 1024, 2048, 4096, batch 4, 12 heads of 64, causal, no dropout (tools/
+// bench_attention.py times them against PyTorch's scaled_dot_product_attention). Each call first
+// offers the case to a vendor library (Backend::use_library_attention), so `--attention cudnn`
+// times cuDNN where it serves the case.
+std::vector<OpCaseSpec> attention_sweep_cases(DType dtype);
+std::vector<AttentionShape> attention_sweep_shapes();  // the sweep's shapes, in its order
+
 }  // namespace tt

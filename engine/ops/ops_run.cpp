@@ -46,7 +46,8 @@ std::vector<OpCaseSpec> selected_cases(const OpsOptions& o) {
   const std::vector<std::string> ops = selected_ops(o.op);
   std::vector<OpCaseSpec> cases;
   for (Precision precision : selected_precisions(o.dtype))
-    for (const OpCaseSpec& spec : op_cases(activation_dtype(precision)))
+    for (const OpCaseSpec& spec : o.attention_sweep ? attention_sweep_cases(activation_dtype(precision))
+                                                    : op_cases(activation_dtype(precision)))
       if (std::find(ops.begin(), ops.end(), spec.op) != ops.end()) cases.push_back(spec);
   if (cases.empty())
     throw InputError("--op " + o.op + " --dtype " + o.dtype +
@@ -121,6 +122,13 @@ int run_perf(const OpsOptions& o, Backend& backend, std::ostream& out) {
   }
   for (const auto& [what, dtypes] : said)
     out << "roofline" << (said.size() > 1 ? " (" + dtypes + ")" : "") << ": " << what << std::endl;
+  if (o.attention_sweep)  // what runs each shape: a vendor library's kernel or the backend's own
+    for (Precision precision : selected_precisions(o.dtype))
+      for (const AttentionShape& s : attention_sweep_shapes()) {
+        const std::string said = backend.use_library_attention(s, activation_dtype(precision), 0.0f);
+        if (!said.empty())
+          out << "attention: " << precision_name(precision) << " T" << s.T << ": " << said << std::endl;
+      }
   const std::unique_ptr<Backend> reference = make_cpu_backend();  // computes the prepared inputs
   char line[256];
   std::snprintf(line, sizeof line, "%-37s%-54s%-6s%11s %10s %9s %8s %9s", "op", "shape", "dtype", "us/call",

@@ -18,6 +18,7 @@ struct OpsOptions {
   BackendChoice backend = BackendChoice::Auto;  // --backend
   std::string dtype;                    // --dtype: "" all three; fp32 | bf16 | fp16
   GpuOptions gpu;                       // what the CUDA backend is made with (its defaults: exact fp32 GEMMs)
+  bool attention_sweep = false;         // --attention-sweep: the long-sequence attention cases only
 };
 
 // Runs the command; returns the exit status: 1 when a check fails, else 0. Throws InputError
