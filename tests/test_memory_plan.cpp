@@ -103,6 +103,36 @@ TEST(MemoryPlan, RecomputeSavesWhatTheDocsDerive) {
   EXPECT_EQ(activations(Recompute::Layer), 36225024u);
 }
 
+// Flash attention's contract (kernels/backend.h): no (B,NH,T,T) buffer. GPT-2 small (d_model
+// 768, 12 heads, 12 pre-norm GELU layers, vocab 50304) at seq 1024, batch 8, bf16: the (T,T)
+// weights were 192 MiB a layer and the activations 5.61 GiB (docs/memory.md); now the largest
+// buffer is the logits and the activations stay under 3.5 GiB (3,410,427,904 bytes).
+TEST(MemoryPlan, Gpt2SmallAtSeq1024KeepsNoTTimesTBuffer) {
+  TrainOptions o;
+  o.model.vocab_size = 50304;
+  o.model.d_model = 768;
+  o.model.n_head = 12;
+  o.model.n_layer = 12;
+  o.model.d_ff = 3072;
+  o.model.activation = Activation::Gelu;
+  o.model.norm_first = true;
+  o.model.causal = true;
+  o.model.pos_embedding = PosEmbedding::Learned;
+  o.model.max_seq_len = 1024;
+  o.run.batch = 8;
+  o.run.seq = 1024;
+  o.precision = Precision::BF16;
+  const MemoryPlan plan = plan_training(o, "cuda");
+  EXPECT_EQ(plan.group_bytes("activations"), 3410427904u);
+  EXPECT_LE(plan.group_bytes("activations"), size_t{7} << 29);  // 3.5 GiB
+  const size_t weights_tt = size_t{8} * 12 * 1024 * 1024 * 2;  // one (B,NH,T,T) bf16 tensor
+  for (const PlanItem& item : plan.items) {
+    if (item.name.rfind("layers.", 0) == 0)  // every per-layer buffer is far smaller (h_pre: 48 MiB)
+      EXPECT_LT(item.bytes, weights_tt) << item.name << " is as large as the (T,T) weights";
+    EXPECT_EQ(item.name.find("probs"), std::string::npos) << item.name;
+  }
+}
+
 TEST(MemoryPlan, TheLargestBatchThatFitsReallyFits) {
   TrainOptions o;
   const size_t available = 64u << 20;
