@@ -60,6 +60,33 @@ __device__ __forceinline__ QueryRow query_row(int T, int NH, bool causal) {
   return r;
 }
 
+// The dk/dv kernels' inner sum, one key row per warp (warp = the key's slot in the block, t2
+// its index): over the tile's queries j in increasing order (the CPU's), acc_v += w_j dout_j
+// and acc_k += g_j q_j, with w_j = dropout P and g_j = dS scale of (query tile + j, key t2) from
+// w_s and g_s [kTile][kRowsPerBlock]; q_s and do_s hold the tile's rows at `stride`, channels
+// lane + 32 i below `width`. Causal: the queries before the key are skipped.
+template <int kRegs>
+__device__ __forceinline__ void add_query_tile(float (&acc_k)[kRegs], float (&acc_v)[kRegs], const float* w_s,
+                                               const float* g_s, const float* q_s, const float* do_s, int stride,
+                                               int width, int queries, int tile, int t2, bool causal, int warp,
+                                               int lane) {
+  for (int j = 0; j < queries; ++j) {
+    if (causal && tile + j < t2) continue;  // warp-uniform
+    const float w = w_s[j * kRowsPerBlock + warp];
+    const float g = g_s[j * kRowsPerBlock + warp];
+    const float* q_row = q_s + j * stride;
+    const float* do_row = do_s + j * stride;
+#pragma unroll
+    for (int i = 0; i < kRegs; ++i) {
+      const int d = lane + kWarp * i;
+      if (d < width) {
+        acc_v[i] += w * do_row[d];
+        acc_k[i] += g * q_row[d];
+      }
+    }
+  }
+}
+
 // Opts a kernel into more than 48 KiB of dynamic shared memory when a large head needs it.
 template <typename Kernel>
 void reserve_shared_memory(Kernel kernel, size_t bytes, const char* what) {

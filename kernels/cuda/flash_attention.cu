@@ -322,22 +322,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();
     if (t2 >= T) continue;  // warp-uniform; the block's barriers are all at the loop's top
-    const int queries = min(kTile, T - tile);
-    for (int j = 0; j < queries; ++j) {
-      if (causal && tile + j < t2) continue;  // warp-uniform
-      const float w = w_s[j * kRowsPerBlock + warp];
-      const float g = g_s[j * kRowsPerBlock + warp];
-      const float* q_row = q_s + j * stride;
-      const float* do_row = do_s + j * stride;
-#pragma unroll
-      for (int i = 0; i < kRegs; ++i) {
-        const int d = lane + kWarp * i;
-        if (d < HS) {
-          acc_v[i] += w * do_row[d];
-          acc_k[i] += g * q_row[d];
-        }
-      }
-    }
+    add_query_tile(acc_k, acc_v, w_s, g_s, q_s, do_s, stride, HS, min(kTile, T - tile), tile, t2, causal, warp, lane);
   }
   if (t2 >= T) return;
   S* dk = dqkv + (static_cast<int64_t>(b) * T + t2) * C3 + C + h * HS;

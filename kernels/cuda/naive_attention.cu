@@ -315,22 +315,8 @@ __global__ void __launch_bounds__(kThreads)
       }
       __syncthreads();
       if (t2 < T) {
-        const int queries = min(kTile, T - tile);
-        for (int j = 0; j < queries; ++j) {
-          if (causal && tile + j < t2) continue;  // warp-uniform
-          const float w = w_s[j * kRowsPerBlock + warp];
-          const float g = g_s[j * kRowsPerBlock + warp];
-          const float* qrow = q_s + j * width;
-          const float* dorow = do_s + j * width;
-#pragma unroll
-          for (int i = 0; i < kSlabRegs; ++i) {
-            const int d = lane + kWarp * i;
-            if (d < width) {
-              acc_v[i] += w * dorow[d];
-              acc_k[i] += g * qrow[d];
-            }
-          }
-        }
+        add_query_tile(acc_k, acc_v, w_s, g_s, q_s, do_s, width, width, min(kTile, T - tile), tile, t2, causal, warp,
+                       lane);
       }
     }
     if (t2 < T) {
