@@ -25,8 +25,12 @@ class SampleCommand final : public Command {
     add_int_option(cmd, "--top-k", s.top_k, "draw from the k likeliest ids only (0: all)");
     add_seed_option(cmd, seed_, static_cast<int64_t>(s.seed), "seed of the draws, in [0, 2^63)");
     add_int_option(cmd, "--num-samples", s.num_samples, "samples, generated side by side");
-    cmd.add_option("--tokenizer", s.tokenizer_dir,
-                   "directory with tokenizer.json (default: the one the checkpoint names)");
+    cmd.add_option("--prompt-ids", s.prompt_ids,
+                   "the prompt as comma-separated ids, fed as given (no end-of-text added): where no encoder is, "
+                   "e.g. 50256,464 with llm.c's GPT-2 tokenizer file");
+    cmd.add_option("--tokenizer", s.tokenizer,
+                   "directory with tokenizer.json, or llm.c's GPT-2 tokenizer file (gpt2_tokenizer.bin) "
+                   "(default: the one the checkpoint names)");
     cmd.add_option("--dump-logits", s.dump_logits,
                    "instead of sampling, write the prompt's logits at every position to this safetensors file");
     add_backend_option(cmd, backend_);
@@ -37,8 +41,9 @@ class SampleCommand final : public Command {
   int run() override {
     set_cpu_threads(threads_);
     options_.seed = parse_seed(seed_, "invalid option: --seed");
-    auto backend = select_backend(backend_, gpu_, std::cout);
-    run_sample(*backend, options_, std::cout);
+    // standard output gets the samples only: the backend's note and the statistics go to stderr
+    auto backend = select_backend(backend_, gpu_, std::cerr);
+    run_sample(*backend, options_, std::cout, std::cerr);
     return 0;
   }
 

@@ -6,9 +6,11 @@
 #include <chrono>
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <memory>
 #include <numeric>
 
+#include "data/llmc_tokenizer.h"
 #include "data/tokenizer.h"
 #include "base/checked_input.h"
 #include "engine/io/checkpoint.h"
@@ -75,7 +77,8 @@ int32_t draw_token(const float* logits, int V, double temperature, int top_k, ui
 }
 
 Generation generate(Backend& backend, const ModelConfig& config, const std::vector<float>& params,
-                    const std::vector<int32_t>& prefix, const SampleOptions& o, int32_t end_of_text) {
+                    const std::vector<int32_t>& prefix, const SampleOptions& o, int32_t end_of_text,
+                    int drawable) {
   const int B = o.num_samples, V = config.vocab_size, maxT = config.max_seq_len;
   const int L = static_cast<int>(prefix.size());
   if (L < 1 || L > maxT)
@@ -101,7 +104,7 @@ Generation generate(Backend& backend, const ModelConfig& config, const std::vect
     bool any = false;
     for (int b = 0; b < B; ++b) {
       if (!active[b]) continue;  // (its row keeps being fed its last token; nothing is read from it)
-      const int32_t t = draw_token(logits.data() + static_cast<size_t>(b) * V, V, o.temperature, o.top_k, o.seed,
+      const int32_t t = draw_token(logits.data() + static_cast<size_t>(b) * V, drawable, o.temperature, o.top_k, o.seed,
                                    static_cast<uint32_t>(b), static_cast<uint64_t>(pos) + 1);
       ++g.new_tokens;
       column[b] = t;
@@ -138,41 +141,72 @@ std::vector<float> decoder_logits(Backend& backend, const ModelConfig& config, c
 
 namespace {
 
-// --tokenizer DIR, else the directory the checkpoint names in its metadata "tokenizer".
+// A directory's tokenizer.json, or a file: llm.c's GPT-2 tokenizer.
+std::unique_ptr<Tokenizer> tokenizer_at(const std::string& path) {
+  std::error_code ec;
+  if (std::filesystem::is_regular_file(path, ec)) return std::make_unique<LlmcTokenizer>(path);
+  return load_tokenizer(path);
+}
+
+// --tokenizer DIR|FILE, else the directory the checkpoint names in its metadata "tokenizer".
 std::unique_ptr<Tokenizer> sample_tokenizer(const SampleOptions& o, const CheckpointModel& model) {
-  if (!o.tokenizer_dir.empty()) return load_tokenizer(o.tokenizer_dir);
+  if (!o.tokenizer.empty()) return tokenizer_at(o.tokenizer);
   const auto it = model.metadata.find("tokenizer");
   if (it == model.metadata.end() || it->second.empty())
     throw InputError(o.checkpoint + ": the checkpoint names no tokenizer (metadata 'tokenizer'); pass --tokenizer DIR, " +
-                     "the prepared data directory holding tokenizer.json");
+                     "the prepared data directory holding tokenizer.json, or --tokenizer FILE, llm.c's " +
+                     "gpt2_tokenizer.bin");
   try {
     return load_tokenizer(it->second);
   } catch (const InputError& e) {
     throw InputError(std::string(e.what()) + " (the tokenizer named by " + o.checkpoint +
-                     "; pass --tokenizer DIR to use another)");
+                     "; pass --tokenizer DIR|FILE to use another)");
+  }
+}
+
+// --prompt-ids "50256,464": each a decimal id below vocab, comma-separated, at least one.
+std::vector<int32_t> parse_prompt_ids(const std::string& text, int vocab) {
+  std::vector<int32_t> ids;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    const std::string item = text.substr(start, comma == std::string::npos ? std::string::npos : comma - start);
+    // (the tokenizer's ids: [0, vocab - 1])
+    ids.push_back(static_cast<int32_t>(parse_integer(item, 0, vocab - 1, "invalid option: each of --prompt-ids")));
+    if (comma == std::string::npos) return ids;
+    start = comma + 1;
   }
 }
 
 }  // namespace
 
-void run_sample(Backend& backend, const SampleOptions& o, std::ostream& out) {
+void run_sample(Backend& backend, const SampleOptions& o, std::ostream& out, std::ostream& err) {
   check_sample_options(o);
   CheckpointModel model = read_checkpoint_model(find_resume_checkpoint(o.checkpoint));  // (a directory: its latest)
   const ModelConfig& config = model.config;
   if (!config.causal)
     throw InputError(o.checkpoint + ": sampling needs a causal model (--causal true): this one attends both ways");
   const std::unique_ptr<Tokenizer> tokenizer = sample_tokenizer(o, model);
-  if (tokenizer->vocab_size() != config.vocab_size)
+  // A model's vocabulary may be padded past its tokenizer's (llm.c pads GPT-2's 50257 to 50304):
+  // the padding ids are never drawn. A smaller one is another tokenizer than the model's.
+  if (tokenizer->vocab_size() > config.vocab_size)
     throw InputError("the tokenizer has " + std::to_string(tokenizer->vocab_size()) + " ids but the model of " +
                      o.checkpoint + " has vocab_size " + std::to_string(config.vocab_size) +
                      ": sample with the tokenizer the model was trained with");
-  std::vector<int32_t> prefix = {tokenizer->end_of_text()};
-  const std::vector<int32_t> prompt = tokenizer->encode(o.prompt);
-  if (static_cast<int64_t>(prompt.size()) > config.max_seq_len - 1)
-    throw InputError("invalid option: --prompt is " + std::to_string(prompt.size()) +
-                     " tokens; the model's context (max_seq_len " + std::to_string(config.max_seq_len) +
-                     ") holds at most " + std::to_string(config.max_seq_len - 1) + " after the end-of-text id");
-  prefix.insert(prefix.end(), prompt.begin(), prompt.end());
+  if (!o.prompt_ids.empty() && !o.prompt.empty())
+    throw InputError("invalid option: --prompt and --prompt-ids: give the prompt one way");
+  std::vector<int32_t> prefix;
+  if (!o.prompt_ids.empty()) {
+    prefix = parse_prompt_ids(o.prompt_ids, tokenizer->vocab_size());
+  } else {
+    prefix = {tokenizer->end_of_text()};
+    const std::vector<int32_t> prompt = tokenizer->encode(o.prompt);
+    prefix.insert(prefix.end(), prompt.begin(), prompt.end());
+  }
+  if (static_cast<int64_t>(prefix.size()) > config.max_seq_len)
+    throw InputError("invalid option: the prompt is " + std::to_string(prefix.size()) +
+                     " ids with the end-of-text id; the model's context (max_seq_len " +
+                     std::to_string(config.max_seq_len) + ") holds at most " + std::to_string(config.max_seq_len));
 
   if (!o.dump_logits.empty()) {
     const std::vector<float> logits = decoder_logits(backend, config, model.params, prefix);
@@ -182,25 +216,29 @@ void run_sample(Backend& backend, const SampleOptions& o, std::ostream& out) {
                        {"config", model_config_to_json(config)}},
                       {{"tokens", DType::I32, Shape{T}, prefix.data()},
                        {"logits", DType::F32, Shape{T, V}, logits.data()}});
-    out << "logits: wrote " << o.dump_logits << " (tokens [" << T << "], logits [" << T << ", " << V << "])"
+    err << "logits: wrote " << o.dump_logits << " (tokens [" << T << "], logits [" << T << ", " << V << "])"
         << std::endl;
     return;
   }
 
-  const Generation g = generate(backend, config, model.params, prefix, o, tokenizer->end_of_text());
+  const Generation g =
+      generate(backend, config, model.params, prefix, o, tokenizer->end_of_text(), tokenizer->vocab_size());
   for (size_t b = 0; b < g.tokens.size(); ++b) {
     if (b > 0) out << "---\n";
-    const std::vector<int32_t> text(g.tokens[b].begin() + 1, g.tokens[b].end());  // (without the end-of-text)
+    // the text without a leading end-of-text id (what every prefix from --prompt starts with)
+    const bool leading_end = !g.tokens[b].empty() && g.tokens[b][0] == tokenizer->end_of_text();
+    const std::vector<int32_t> text(g.tokens[b].begin() + (leading_end ? 1 : 0), g.tokens[b].end());
     out << tokenizer->decode(text) << "\n";
   }
+  out << std::flush;
   if (g.out_of_context)
-    out << "stopped at the model's context (max_seq_len " << config.max_seq_len
+    err << "stopped at the model's context (max_seq_len " << config.max_seq_len
         << "): a sample there had room for no further token\n";
   char line[160];
   std::snprintf(line, sizeof line, "generated %lld tokens in %.3f s: %.1f tokens/s (%d sample%s, %s backend)",
                 static_cast<long long>(g.new_tokens), g.seconds, g.seconds > 0 ? g.new_tokens / g.seconds : 0.0,
                 o.num_samples, o.num_samples == 1 ? "" : "s", backend.name().c_str());
-  out << line << std::endl;
+  err << line << std::endl;
 }
 
 }  // namespace tt

@@ -24,12 +24,14 @@ namespace tt {
 struct SampleOptions {
   std::string checkpoint;     // a tinytrain checkpoint (engine/io/checkpoint.h), or a directory: its latest
   std::string prompt;         // text after the end-of-text id; may be empty
+  std::string prompt_ids;     // --prompt-ids "50256,464,...": the prefix as ids, as given (no end-of-text added)
   int max_new_tokens = 200;   // per sample
   double temperature = 1.0;   // 0: greedy
   int top_k = 0;              // 0: every id
   uint64_t seed = 1337;
   int num_samples = 1;
-  std::string tokenizer_dir;  // empty: the checkpoint's metadata "tokenizer"
+  std::string tokenizer;      // a directory with tokenizer.json or llm.c's GPT-2 tokenizer file
+                              // (data/llmc_tokenizer.h); empty: the checkpoint's metadata "tokenizer"
   std::string dump_logits;    // non-empty: write the prompt's logits there instead of sampling
 };
 
@@ -48,18 +50,23 @@ struct Generation {
   double seconds = 0;                        // the drawing loop, after the prefix was fed
 };
 
-// `options.num_samples` sequences from `prefix` (end-of-text first; at most max_seq_len ids).
+// `options.num_samples` sequences from `prefix` (end-of-text first; at most max_seq_len ids),
+// drawing among the first `drawable` ids (the tokenizer's, when the model's vocabulary is padded
+// past it as llm.c pads GPT-2's 50257 to 50304).
 Generation generate(Backend& backend, const ModelConfig& config, const std::vector<float>& params,
-                    const std::vector<int32_t>& prefix, const SampleOptions& options, int32_t end_of_text);
+                    const std::vector<int32_t>& prefix, const SampleOptions& options, int32_t end_of_text,
+                    int drawable);
 
 // The logits (T, V) at every position of `tokens` (T <= max_seq_len), one sequence through the Decoder.
 std::vector<float> decoder_logits(Backend& backend, const ModelConfig& config, const std::vector<float>& params,
                                   const std::vector<int32_t>& tokens);
 
 // The whole command: checks, reads the checkpoint and tokenizer, then samples and prints each
-// sample's text (prompt + continuation; samples separated by a line "---") and a line with the
-// generation's tokens/s, or with dump_logits writes a safetensors file: tokens I32 [T] (the
-// end-of-text id and the prompt's), logits F32 [T, V]. Errors are one InputError line.
-void run_sample(Backend& backend, const SampleOptions& options, std::ostream& out);
+// sample's text (prompt + continuation; samples separated by a line "---") on `out`, and only
+// that, so `sample > out.txt` holds the samples alone; the line with the generation's tokens/s
+// (and a note when a sample reached the context's end) goes to `err`. With dump_logits it writes
+// a safetensors file instead: tokens I32 [T] (the end-of-text id and the prompt's), logits F32
+// [T, V]; its line goes to `err`. Errors are one InputError line.
+void run_sample(Backend& backend, const SampleOptions& options, std::ostream& out, std::ostream& err);
 
 }  // namespace tt

@@ -151,7 +151,7 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
   // on another. Where the tokenizer is, for `sample` (written, not compared: data may move).
   const std::map<std::string, std::string> data_identity = {{"data", dataset ? dataset->identity() : "random"}};
   std::map<std::string, std::string> notes;
-  if (dataset) notes["tokenizer"] = dataset->dir();
+  if (dataset && dataset->has_tokenizer()) notes["tokenizer"] = dataset->dir();  // (llm.c shards have none)
   const CheckpointOptions& ckpt = o.checkpoint;
   // The first step to train: 0, or the steps a checkpoint has completed. Loading happens before
   // the first step, so graph capture and everything after it are those of a fresh run.

@@ -109,7 +109,7 @@ fi
 header "5/6 sample 3 continuations from the final checkpoint"
 ckpt=$(ls "$OUT"/ckpt/ckpt_*.safetensors | sort | tail -1)
 echo "+ $bin sample --checkpoint $ckpt --num-samples 3 --max-new-tokens 60 --temperature 0.8 --top-k 40"
-"$bin" sample --checkpoint "$ckpt" --num-samples 3 --max-new-tokens 60 --temperature 0.8 --top-k 40 2>&1 | tee "$OUT/samples.txt"
+"$bin" sample --checkpoint "$ckpt" --num-samples 3 --max-new-tokens 60 --temperature 0.8 --top-k 40 | tee "$OUT/samples.txt"
 
 header "6/6 plot $OUT/loss.png"
 title="tiny LM on fortunes, $STEPS steps"

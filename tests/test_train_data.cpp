@@ -5,6 +5,8 @@
 // across a resume; and every bad combination of flags is one line.
 #include <gtest/gtest.h>
 
+#include <filesystem>
+
 #include <cmath>
 #include <map>
 #include <set>
@@ -295,7 +297,11 @@ TEST(TrainData, BadFlagsAreOneLine) {
   bidirectional[std::find(bidirectional.begin(), bidirectional.end(), "--causal") - bidirectional.begin() + 1] = "false";
   expect_user_error(run_command(bidirectional, scratch.path()), {"--data", "--causal true"});
   expect_user_error(run_command(train_args(scratch.file("missing"), {"--steps", "2"}), scratch.path()),
-                    {"tokenizer.json"});
+                    {"--data", "missing", "cannot list the directory"});
+  // a directory with neither tokenizer.json nor llm.c's shards says what it looked for
+  std::filesystem::create_directories(scratch.file("empty"));
+  expect_user_error(run_command(train_args(scratch.file("empty"), {"--steps", "2"}), scratch.path()),
+                    {"no tokenizer.json", "no llm.c train shard"});
   expect_user_error(run_command(train_args(data, {"--steps", "2", "--vocab-size", "100"}), scratch.path()),
                     {"tokenizer has 256 ids"});
   expect_user_error(run_command(train_args(data, {"--steps", "2", "--eval-batches", "0"}), scratch.path()),

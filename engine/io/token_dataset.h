@@ -1,6 +1,8 @@
-// A prepared data directory (`tinytrain prepare`, data/prepare.h) as batches for `train --data`:
-// random training windows that are a pure function of (seed, step, row), and fixed validation
-// windows. docs/toy-lm.md, "Training on data".
+// A data directory as batches for `train --data`: a prepared one (`tinytrain prepare`,
+// data/prepare.h: tokenizer.json, train.bin, val.bin), or one of llm.c's shards (data/
+// llmc_shards.h: *train*.bin and *val*.bin, each kind read in name order as one stream, the
+// vocabulary from --vocab-size). Random training windows that are a pure function of (seed,
+// step, row), and fixed validation windows. docs/toy-lm.md, "Training on data".
 //
 //   training   step s, global row r: a start o drawn uniformly from [0, n_train - T - 1] by the
 //              counter-based generator keyed by (seed, s, r); x = train[o, o+T), y = train[o+1,
@@ -13,6 +15,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "data/token_shard.h"
 #include "data/tokenizer.h"
@@ -21,11 +24,12 @@ namespace tt {
 
 class TokenDataset {
  public:
-  // Reads DIR/tokenizer.json, DIR/train.bin and DIR/val.bin, every token checked against the
-  // model's vocabulary; each shard must hold at least T + 1 tokens (one window). Errors are one
-  // InputError naming the file.
+  // Reads DIR/tokenizer.json, DIR/train.bin and DIR/val.bin, or without tokenizer.json DIR's
+  // llm.c shards; every token checked against the model's vocabulary; each stream must hold at
+  // least T + 1 tokens (one window). Errors are one InputError naming the file.
   static TokenDataset open(const std::string& dir, int vocab_size, int T);
-  // The vocabulary of DIR's tokenizer (what --vocab-size defaults to with --data).
+  // The vocabulary of DIR's tokenizer (what --vocab-size defaults to with --data). An llm.c
+  // directory has none: an InputError asking for --vocab-size.
   static int tokenizer_vocab_size(const std::string& dir);
 
   // x, y (B*T each): the training windows of step `step`, rows [0, B) of the global batch.
@@ -37,14 +41,18 @@ class TokenDataset {
   // count and FNV-1a hash, and the tokenizer (JSON text, compared on resume).
   const std::string& identity() const { return identity_; }
   const std::string& dir() const { return dir_; }  // absolute
-  int64_t train_tokens() const { return static_cast<int64_t>(train_.tokens().size()); }
-  int64_t val_tokens() const { return static_cast<int64_t>(val_.tokens().size()); }
+  int64_t train_tokens() const { return static_cast<int64_t>(train_.size()); }
+  int64_t val_tokens() const { return static_cast<int64_t>(val_.size()); }
+  // Whether DIR is a prepared directory with a tokenizer (false: llm.c shards, no tokenizer).
+  bool has_tokenizer() const { return has_tokenizer_; }
 
  private:
-  TokenDataset(std::string dir, TokenShard train, TokenShard val, std::string identity);
+  TokenDataset(std::string dir, std::vector<uint16_t> train, std::vector<uint16_t> val, std::string identity,
+               bool has_tokenizer);
   std::string dir_;
-  TokenShard train_, val_;
+  std::vector<uint16_t> train_, val_;  // each stream's tokens, its shards in order
   std::string identity_;
+  bool has_tokenizer_;
 };
 
 }  // namespace tt
