@@ -38,7 +38,9 @@ void TrainFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--causal", m.causal, "causal attention mask")->capture_default_str();
   cmd.add_option("--pos-embedding", pos_embedding, "none | learned")->capture_default_str();
   add_int_option(cmd, "--max-seq-len", m.max_seq_len, "rows of the positional table; seq must not exceed it");
-  cmd.add_option("--layer-norm-eps", m.layer_norm_eps, "LayerNorm epsilon")->capture_default_str();
+  cmd.add_option("--norm", norm, "layernorm | rmsnorm (Llama's: no mean subtracted, no bias)")->capture_default_str();
+  cmd.add_option("--bias", m.bias, "biases in every linear and LayerNorm (false: none)")->capture_default_str();
+  cmd.add_option("--layer-norm-eps", m.layer_norm_eps, "the norms' epsilon")->capture_default_str();
   cmd.add_option("--dropout", m.dropout, "dropout probability in [0, 1)")->capture_default_str();
   RunConfig& r = options.run;
   add_int_option(cmd, "--batch", r.batch, "sequences per step");
@@ -101,6 +103,7 @@ void TrainFlags::finish() {
   o.run.seed = parse_seed(seed, "invalid config: --seed");
   o.model.activation = parse_activation(activation);
   o.model.pos_embedding = parse_pos_embedding(pos_embedding);
+  o.model.norm = parse_norm(norm);
   o.model.validate();
   // The decaying schedules end at --steps; the constant one needs no end (0: resumable with any --steps).
   if (o.optimizer.schedule.kind != LrScheduleKind::Constant) o.optimizer.schedule.total_steps = o.run.steps;

@@ -15,7 +15,8 @@ struct TrainFlags {
   TrainOptions options;  // the seed workload's values until a flag says otherwise
   BackendChoice backend = BackendChoice::Auto;
   // Flags kept as text until finish() parses them, so that a bad value is one error naming it.
-  std::string activation = "relu", pos_embedding = "none", seed, precision = "fp32", recompute = "none";
+  std::string activation = "relu", pos_embedding = "none", norm = "layernorm", seed, precision = "fp32",
+      recompute = "none";
 
   TrainFlags();  // the seed workload: its lr is 1e-4
   // Declares the model, run and optimizer flags, the step's and the loss scaler's, and --backend.

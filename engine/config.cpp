@@ -40,9 +40,11 @@ void ModelConfig::validate() const {
 
 double ModelConfig::parameter_count() const {
   const double C = d_model, F = d_ff, V = vocab_size;
-  const double per_layer = 4.0 * C * C + 2.0 * C * F + 9.0 * C + F;  // attention 4C^2+4C, FFN 2CF+F+C, norms 4C
+  const double linear_biases = bias ? 5.0 * C + F : 0.0;   // in_proj 3C, out_proj C, linear1 F, linear2 C
+  const double norm_params = norm_bias() ? 2.0 * C : C;     // weight, and bias for a LayerNorm with one
+  const double per_layer = 4.0 * C * C + 2.0 * C * F + linear_biases + 2.0 * norm_params;
   return V * C + (pos_embedding == PosEmbedding::Learned ? max_seq_len * C : 0.0) + n_layer * per_layer +
-         (norm_first ? 2.0 * C : 0.0) + V * C + V;  // embedding, positions, layers, encoder.norm, lm_head
+         (norm_first ? norm_params : 0.0) + V * C + (bias ? V : 0.0);  // embedding, positions, layers, encoder.norm, lm_head
 }
 
 void AdamWConfig::validate() const {
@@ -86,6 +88,14 @@ void RunConfig::validate(const ModelConfig& model) const {
 }
 
 const char* activation_name(Activation act) { return act == Activation::Relu ? "relu" : "gelu"; }
+
+const char* norm_name(Norm norm) { return norm == Norm::LayerNorm ? "layernorm" : "rmsnorm"; }
+
+Norm parse_norm(const std::string& name) {
+  if (name == "layernorm") return Norm::LayerNorm;
+  if (name == "rmsnorm") return Norm::RmsNorm;
+  throw InputError("invalid config: unknown norm '" + name + "' (expected layernorm or rmsnorm)");
+}
 
 const char* pos_embedding_name(PosEmbedding pos) { return pos == PosEmbedding::None ? "none" : "learned"; }
 
@@ -204,11 +214,19 @@ std::string model_config_to_json(const ModelConfig& c) {
             {"pos_embedding", pos_embedding_name(c.pos_embedding)},
             {"max_seq_len", c.max_seq_len}, {"layer_norm_eps", c.layer_norm_eps},
             {"dropout", c.dropout}};
+  // The Llama-style block's fields, only where they differ from the original family's, so the
+  // files of that family keep their bytes (and older readers their files).
+  if (c.norm != Norm::LayerNorm) j["norm"] = norm_name(c.norm);
+  if (!c.bias) j["bias"] = false;
   return j.dump();
 }
 
 ModelConfig model_config_from_json(const std::string& text, const std::string& where) {
-  JsonFields f(parse_json(text, where), where);
+  json object = parse_json(text, where);
+  // Fields that came later (the Llama-style block's): absent means the original family's value.
+  auto has = [&object](const char* key) { return object.is_object() && object.contains(key); };
+  const bool has_norm = has("norm"), has_bias = has("bias");
+  JsonFields f(std::move(object), where);
   ModelConfig c;
   c.vocab_size = f.positive_int("vocab_size");
   c.d_model = f.positive_int("d_model");
@@ -222,6 +240,8 @@ ModelConfig model_config_from_json(const std::string& text, const std::string& w
   c.max_seq_len = f.positive_int("max_seq_len");
   c.layer_norm_eps = f.number_f32("layer_norm_eps");
   c.dropout = f.number_f32("dropout");
+  if (has_norm) c.norm = parse_norm(f.string("norm"));
+  if (has_bias) c.bias = f.boolean("bias");
   f.finish();
   validate_from(c, where);
   return c;

@@ -10,6 +10,9 @@ namespace tt {
 
 enum class PosEmbedding { None, Learned };
 
+// --norm: nn.LayerNorm, or Llama's RMSNorm (no mean subtracted, no bias: kernels/backend.h).
+enum class Norm { LayerNorm, RmsNorm };
+
 // --recompute: which activations backward recomputes instead of keeping them from forward.
 // ffn: the two (N, d_ff) feed-forward buffers; layer: everything but each layer's output.
 enum class Recompute { None, Ffn, Layer };
@@ -35,8 +38,13 @@ struct ModelConfig {
   bool causal = false;
   PosEmbedding pos_embedding = PosEmbedding::None;
   int max_seq_len = 64;
-  float layer_norm_eps = 1e-5f;
+  float layer_norm_eps = 1e-5f;  // the epsilon of either norm
   float dropout = 0.1f;
+  Norm norm = Norm::LayerNorm;
+  bool bias = true;  // every linear (and LayerNorm) has a bias; false: none (RMSNorm never has one)
+
+  // Whether the norms, and the linears, have biases.
+  bool norm_bias() const { return bias && norm == Norm::LayerNorm; }
 
   int head_dim() const { return d_model / n_head; }
   // The number of parameters (ParamLayout's total). In double, so that validate() can call it
@@ -76,6 +84,8 @@ Activation parse_activation(const std::string& name);        // throws InputErro
 const char* lr_schedule_name(LrScheduleKind kind);
 LrScheduleKind parse_lr_schedule(const std::string& name);   // throws InputError
 PosEmbedding parse_pos_embedding(const std::string& name);   // throws InputError
+const char* norm_name(Norm norm);                           // "layernorm", "rmsnorm"
+Norm parse_norm(const std::string& name);                   // throws InputError
 
 // The reference format's JSON spelling (see docs/reference-format.md). The readers check
 // every field's type and range (base/checked_input.h), refuse unknown fields, then

@@ -44,7 +44,7 @@ ArenaPlan Decoder::plan(const ModelConfig& c, int B) {
   }
   plan.add("tokens", DType::I32, {B, 1});
   for (const char* name : {"x", "ln", "att", "branch", "res"}) plan.add(name, DType::F32, {B, C});
-  plan.add("ln_mean", DType::F32, {B});
+  if (c.norm == Norm::LayerNorm) plan.add("ln_mean", DType::F32, {B});  // RMSNorm keeps no mean
   plan.add("ln_rstd", DType::F32, {B});
   plan.add("qkv", DType::F32, {B, 3 * C});
   plan.add("h_pre", DType::F32, {B, F});
@@ -66,7 +66,7 @@ Decoder::Decoder(Backend& backend, const ModelConfig& config, int B)
   tokens_ = arena_.get("tokens");
   x_ = arena_.get("x");
   ln_ = arena_.get("ln");
-  ln_mean_ = arena_.get("ln_mean");
+  ln_mean_ = arena_.has("ln_mean") ? arena_.get("ln_mean") : Tensor{};  // null: RMSNorm
   ln_rstd_ = arena_.get("ln_rstd");
   qkv_ = arena_.get("qkv");
   att_ = arena_.get("att");

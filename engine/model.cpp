@@ -60,8 +60,12 @@ ArenaPlan Model::plan_activations(const ModelConfig& c, int B, int T, DType act,
   };
   ArenaPlan plan;
   plan.add("embedded", act, {N, C});
+  // RMSNorm keeps no mean (kernels/backend.h): those buffers are not planned, and the model
+  // passes views with null data in their place.
+  const bool keeps_mean = c.norm == Norm::LayerNorm;
   for (int l = 0; l < c.n_layer; ++l) {
     for (const char* what : kLayerBuffers) {
+      if (!keeps_mean && (std::string(what) == "ln1_mean" || std::string(what) == "ln2_mean")) continue;
       const std::string name = buffer_name(c, recompute, l, what);
       if (plan.has(name)) continue;
       const auto [dtype, shape] = shape_of(what);
@@ -70,7 +74,7 @@ ArenaPlan Model::plan_activations(const ModelConfig& c, int B, int T, DType act,
   }
   if (c.norm_first) {
     plan.add("final_norm", act, {N, C});
-    plan.add("final_mean", DType::F32, {N});
+    if (keeps_mean) plan.add("final_mean", DType::F32, {N});
     plan.add("final_rstd", DType::F32, {N});
   }
   plan.add("logits", act, {N, V});
@@ -100,15 +104,17 @@ Model::Model(Backend& backend, const ModelConfig& config, int B, int T, DType ac
   p_ = bind_params(layout_, config_, working_flat_.data, act_dtype);
   g_ = bind_params(layout_, config_, grads_flat_.data, DType::F32);
   auto a = [&](const std::string& name) { return activations_.get(name); };
+  // a buffer the plan leaves out (RMSNorm's means): a view with null data
+  auto maybe = [&](const std::string& name) { return activations_.has(name) ? a(name) : Tensor{}; };
   embedded_ = a("embedded");
   for (int l = 0; l < config_.n_layer; ++l) {
-    auto al = [&](const char* what) { return a(buffer_name(config_, recompute_, l, what)); };
+    auto al = [&](const char* what) { return maybe(buffer_name(config_, recompute_, l, what)); };
     layers_.push_back({al("ln1"), al("ln1_mean"), al("ln1_rstd"), al("qkv"), al("lse"), al("att"), al("res1"),
                        al("ln2"), al("ln2_mean"), al("ln2_rstd"), al("h_pre"), al("h"), al("res2")});
   }
   if (config_.norm_first) {
     final_norm_ = a("final_norm");
-    final_mean_ = a("final_mean");
+    final_mean_ = maybe("final_mean");
     final_rstd_ = a("final_rstd");
   }
   logits_ = a("logits");

@@ -9,27 +9,32 @@ ParamLayout::ParamLayout(const ModelConfig& c) {
   const int64_t C = c.d_model, F = c.d_ff, V = c.vocab_size;
   add("embed.weight", {V, C});
   if (c.pos_embedding == PosEmbedding::Learned) add("pos_embed.weight", {c.max_seq_len, C});
+  // biases only where the config has them (--bias, --norm: kernels/backend.h's null data)
+  auto add_bias = [&](const std::string& name, int64_t n, bool present) {
+    if (present) add(name, {n});
+  };
+  const bool lb = c.bias, nb = c.norm_bias();
   for (int l = 0; l < c.n_layer; ++l) {
     const std::string p = "encoder.layers." + std::to_string(l) + ".";
     add(p + "self_attn.in_proj_weight", {3 * C, C});
-    add(p + "self_attn.in_proj_bias", {3 * C});
+    add_bias(p + "self_attn.in_proj_bias", 3 * C, lb);
     add(p + "self_attn.out_proj.weight", {C, C});
-    add(p + "self_attn.out_proj.bias", {C});
+    add_bias(p + "self_attn.out_proj.bias", C, lb);
     add(p + "linear1.weight", {F, C});
-    add(p + "linear1.bias", {F});
+    add_bias(p + "linear1.bias", F, lb);
     add(p + "linear2.weight", {C, F});
-    add(p + "linear2.bias", {C});
+    add_bias(p + "linear2.bias", C, lb);
     add(p + "norm1.weight", {C});
-    add(p + "norm1.bias", {C});
+    add_bias(p + "norm1.bias", C, nb);
     add(p + "norm2.weight", {C});
-    add(p + "norm2.bias", {C});
+    add_bias(p + "norm2.bias", C, nb);
   }
   if (c.norm_first) {
     add("encoder.norm.weight", {C});
-    add("encoder.norm.bias", {C});
+    add_bias("encoder.norm.bias", C, nb);
   }
   add("lm_head.weight", {V, C});
-  add("lm_head.bias", {V});
+  add_bias("lm_head.bias", V, lb);
 }
 
 int64_t ParamLayout::shard_elements(int shards) const {
@@ -55,6 +60,9 @@ Tensor ParamLayout::view(void* base, const ParamInfo& info, DType dtype) const {
 
 ModelParams bind_params(const ParamLayout& layout, const ModelConfig& c, void* base, DType dtype) {
   auto get = [&](const std::string& name) { return layout.view(base, layout.find(name), dtype); };
+  // a bias the config does not have: a view with null data, which every op skips
+  auto bias = [&](const std::string& name, bool present) { return present ? get(name) : Tensor{nullptr, dtype, {}}; };
+  const bool lb = c.bias, nb = c.norm_bias();
   ModelParams m;
   m.embed = get("embed.weight");
   if (c.pos_embedding == PosEmbedding::Learned) m.pos_embed = get("pos_embed.weight");
@@ -62,25 +70,25 @@ ModelParams bind_params(const ParamLayout& layout, const ModelConfig& c, void* b
     const std::string p = "encoder.layers." + std::to_string(l) + ".";
     LayerParams L;
     L.in_proj_weight = get(p + "self_attn.in_proj_weight");
-    L.in_proj_bias = get(p + "self_attn.in_proj_bias");
+    L.in_proj_bias = bias(p + "self_attn.in_proj_bias", lb);
     L.out_proj_weight = get(p + "self_attn.out_proj.weight");
-    L.out_proj_bias = get(p + "self_attn.out_proj.bias");
+    L.out_proj_bias = bias(p + "self_attn.out_proj.bias", lb);
     L.linear1_weight = get(p + "linear1.weight");
-    L.linear1_bias = get(p + "linear1.bias");
+    L.linear1_bias = bias(p + "linear1.bias", lb);
     L.linear2_weight = get(p + "linear2.weight");
-    L.linear2_bias = get(p + "linear2.bias");
+    L.linear2_bias = bias(p + "linear2.bias", lb);
     L.norm1_weight = get(p + "norm1.weight");
-    L.norm1_bias = get(p + "norm1.bias");
+    L.norm1_bias = bias(p + "norm1.bias", nb);
     L.norm2_weight = get(p + "norm2.weight");
-    L.norm2_bias = get(p + "norm2.bias");
+    L.norm2_bias = bias(p + "norm2.bias", nb);
     m.layers.push_back(L);
   }
   if (c.norm_first) {
     m.norm_weight = get("encoder.norm.weight");
-    m.norm_bias = get("encoder.norm.bias");
+    m.norm_bias = bias("encoder.norm.bias", nb);
   }
   m.lm_head_weight = get("lm_head.weight");
-  m.lm_head_bias = get("lm_head.bias");
+  m.lm_head_bias = bias("lm_head.bias", lb);
   return m;
 }
 

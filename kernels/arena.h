@@ -36,6 +36,7 @@ class Arena {
   Arena& operator=(const Arena&) = delete;
 
   Tensor get(const std::string& name) const;  // throws std::out_of_range for an unplanned name
+  bool has(const std::string& name) const { return plan_.has(name); }
   size_t bytes() const { return plan_.bytes(); }
 
  private:

@@ -163,7 +163,11 @@ class Backend {
     throw std::logic_error(name() + " backend: no attention_decode (incremental decoding)");
   }
 
-  // ---- layernorm over the last dim C ----
+  // ---- layernorm over the last dim C, and RMSNorm ----
+  // LayerNorm: out = (x - mean) rstd weight + bias, rstd = 1/sqrt(mean((x - mean)^2) + eps).
+  // RMSNorm (Llama's) when `mean` has null data: out = x rstd weight, rstd = 1/sqrt(mean(x^2)
+  // + eps), no mean subtracted nor kept. A bias with null data is none (both norms; dbias then
+  // null too). Every op below that takes mean and rstd follows the same rule.
   // inp (N,C), weight (C), bias (C) -> out (N,C), mean (N), rstd (N)
   virtual void layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias,
                                  float eps) = 0;

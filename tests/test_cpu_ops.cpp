@@ -596,6 +596,53 @@ TEST_F(CpuOps, LayerNormBackwardMatchesFiniteDifferences) {
   expect_bitwise_equal("layernorm bwd dbias (aliased call)", db2, db);
 }
 
+// RMSNorm (mean and bias absent, kernels/backend.h): out = x / sqrt(mean(x^2) + eps) * w,
+// forward against double, backward against finite differences in double.
+std::vector<double> rmsnorm_ref(const std::vector<double>& inp, const std::vector<double>& weight, int N, int C,
+                                double eps, std::vector<double>* rstd = nullptr) {
+  std::vector<double> out(static_cast<size_t>(N) * C);
+  if (rstd) rstd->assign(N, 0.0);
+  for (int n = 0; n < N; ++n) {
+    double sq = 0.0;
+    for (int c = 0; c < C; ++c) sq += inp[n * C + c] * inp[n * C + c];
+    const double r = 1.0 / std::sqrt(sq / C + eps);
+    for (int c = 0; c < C; ++c) out[n * C + c] = inp[n * C + c] * r * weight[c];
+    if (rstd) (*rstd)[n] = r;
+  }
+  return out;
+}
+
+TEST_F(CpuOps, RmsNormMatchesDoubleReferenceAndFiniteDifferences) {
+  const int N = 6, C = 24;
+  // inputs of either sign, mean away from 0: a norm that subtracted the mean would show
+  LayerNormInputs in = layernorm_inputs(N, C, 43);
+  for (float& x : in.x) x -= 1.0f;
+  const Tensor no_mean{}, no_bias{};
+  std::vector<float> out = nan_filled(N * C), rstd = nan_filled(N);
+  backend->layernorm_forward(f32_view(out, {N, C}), no_mean, f32_view(rstd, {N}), f32_view(in.x, {N, C}),
+                             f32_view(in.w, {C}), no_bias, kLnEps);
+  std::vector<double> rstd_ref;
+  const std::vector<double> out_ref = rmsnorm_ref(to_double(in.x), to_double(in.w), N, C, kLnEps, &rstd_ref);
+  // a C-term sum of squares, then rstd and the scale (as LayerNorm's variance)
+  expect_rel_close("rmsnorm fwd out", out, out_ref, kEps32 * (C + 4));
+  expect_rel_close("rmsnorm fwd rstd", rstd, rstd_ref, kEps32 * (C + 4));
+
+  std::vector<float> R = random_floats(N * C, 46);
+  std::vector<float> dx = nan_filled(N * C), dw(C, 0.0f);
+  backend->layernorm_backward(f32_view(dx, {N, C}), f32_view(dw, {C}), no_bias, f32_view(R, {N, C}),
+                              f32_view(in.x, {N, C}), f32_view(in.w, {C}), no_mean, f32_view(rstd, {N}),
+                              ParamGrads::Add);
+  const std::vector<double> x_d = to_double(in.x), w_d = to_double(in.w), R_d = to_double(R);
+  auto loss = [&](const std::vector<double>& x, const std::vector<double>& w) {
+    return dot(rmsnorm_ref(x, w, N, C, kLnEps), R_d);
+  };
+  // dinp: the forward's statistic (C eps) and the backward's C-term mean (C eps), and more
+  expect_rel_close("rmsnorm bwd dinp", dx, central_diff([&](const std::vector<double>& v) { return loss(v, w_d); }, x_d),
+                   kEps32 * 3 * C);
+  expect_rel_close("rmsnorm bwd dweight", dw,
+                   central_diff([&](const std::vector<double>& v) { return loss(x_d, v); }, w_d), kEps32 * (N + C));
+}
+
 TEST_F(CpuOps, LayerNormBackwardAccumulatesParamsAndOverwritesInput) {
   const int N = 5, C = 16;
   LayerNormInputs in = layernorm_inputs(N, C, 46);

@@ -497,16 +497,19 @@ std::vector<CaseSpec> layernorm_cases(DType act = DType::F32) {
     int N, C;
     bool alias;          // dinp aliases dout
     bool tiny = false;   // inputs in [-0.005, 0.005]: variance 8e-6, below eps = 1e-5, so eps matters
+    bool rms = false;    // RMSNorm: mean and bias absent (kernels/backend.h)
   };
   std::vector<CaseSpec> specs;
   const std::vector<P> shapes =
       act == DType::F32 ? std::vector<P>{P{1, 8, false},   P{13, 52, false}, P{67, 32, false}, P{26, 768, false},
-                                         P{8, 2048, false}, P{3, 37, true},   P{67, 768, true}, P{13, 52, false, true}}
+                                         P{8, 2048, false}, P{3, 37, true},   P{67, 768, true}, P{13, 52, false, true},
+                                         P{13, 52, false, false, true}, P{67, 768, true, false, true}}
                         : std::vector<P>{P{1, 8, false}, P{13, 52, false}, P{26, 768, false}, P{3, 37, true},
-                                         P{67, 768, true}};
+                                         P{67, 768, true}, P{13, 52, false, false, true}};
   for (P p : shapes) {
     const std::string name = "layernorm_N" + std::to_string(p.N) + "_C" + std::to_string(p.C) +
-                             (p.alias ? "_dinp_aliases_dout" : "") + (p.tiny ? "_variance_below_eps" : "");
+                             (p.alias ? "_dinp_aliases_dout" : "") + (p.tiny ? "_variance_below_eps" : "") +
+                             (p.rms ? "_rmsnorm" : "");
     specs.push_back({name + dtype_suffix(act), [p, act] {
                        OpCase c(act);
                        // Bounds as the CPU tests: out and rstd (C+4), mean C, dinp 3C, dweight N+C,
@@ -517,9 +520,9 @@ std::vector<CaseSpec> layernorm_cases(DType act = DType::F32) {
                        const int x = p.tiny ? c.input("inp", {p.N, p.C}, 41, -0.005f, 0.005f)
                                             : c.input("inp", {p.N, p.C}, 41, -2.0f, 3.0f);
                        const int w = c.input("weight", {p.C}, 42, 0.5f, 1.5f);
-                       const int b = c.input("bias", {p.C}, 43);
+                       const int b = p.rms ? c.absent("bias") : c.input("bias", {p.C}, 43);
                        const int out = c.output("out", {p.N, p.C}, reduction_tol(p.C + 4));
-                       const int mean = c.output_f32("mean", {p.N}, reduction_tol(p.C));
+                       const int mean = p.rms ? c.absent("mean") : c.output_f32("mean", {p.N}, reduction_tol(p.C));
                        const int rstd = c.output_f32("rstd", {p.N}, reduction_tol(p.C + 4));
                        const double dinp_tol = reduction_tol(3 * p.C);
                        const int dout = p.alias ? c.inout("dout (= dinp)", {p.N, p.C},
@@ -527,7 +530,7 @@ std::vector<CaseSpec> layernorm_cases(DType act = DType::F32) {
                                                 : c.input("dout", {p.N, p.C}, 44);
                        const int dx = p.alias ? dout : c.output("dinp", {p.N, p.C}, dinp_tol);
                        const int dw = c.grad("dweight", {p.C}, 45, reduction_tol(p.N + p.C + 1));
-                       const int db = c.grad("dbias", {p.C}, 46, reduction_tol(p.N + 1));
+                       const int db = p.rms ? c.absent("dbias") : c.grad("dbias", {p.C}, 46, reduction_tol(p.N + 1));
                        c.run = [=](Backend& be, const std::vector<Tensor>& v) {
                          be.layernorm_forward(v[out], v[mean], v[rstd], v[x], v[w], v[b], 1e-5f);
                          be.layernorm_backward(v[dx], v[dw], v[db], v[dout], v[x], v[w], v[mean], v[rstd], ParamGrads::Add);

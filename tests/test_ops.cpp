@@ -200,14 +200,16 @@ TEST(OpsCommand, CheckPassesOnTheEmulatedCudaBackend) {
                              {"attention_forward", "attention_backward", "attention_decode"}, {"fp32"}, 24},
                          Run{{"--op", "attention", "--dtype", "bf16", "--attention", "naive"},
                              {"attention_forward", "attention_backward", "attention_decode"}, {"bf16"}, 24},
-                         Run{{"--op", "layernorm_backward", "--dtype", "bf16"}, {"layernorm_backward"}, {"bf16"}, 4},
+                         // LayerNorm and RMSNorm, x 2 modes, both workloads
+                         Run{{"--op", "layernorm_backward", "--dtype", "bf16"}, {"layernorm_backward"}, {"bf16"}, 8},
                          Run{{"--op", "embedding_backward", "--dtype", "bf16"}, {"embedding_backward"}, {"bf16"}, 4},
-                         // the residual stream's fused norms: with and without the norm forward;
-                         // post-norm, pre-norm and pre-norm without a branch, x 2 modes, backward
+                         // the residual stream's fused norms: with LayerNorm, RMSNorm and without the norm
+                         // forward; post-norm, pre-norm, pre-norm without a branch and pre-norm with
+                         // RMSNorm, x 2 modes, backward
                          Run{{"--op", "dropout_residual_layernorm_forward", "--dtype", "fp16"},
-                             {"dropout_residual_layernorm_forward"}, {"fp16"}, 4},
+                             {"dropout_residual_layernorm_forward"}, {"fp16"}, 6},
                          Run{{"--op", "layernorm_residual_dropout_backward"}, {"layernorm_residual_dropout_backward"},
-                             {"fp32", "bf16", "fp16"}, 36},
+                             {"fp32", "bf16", "fp16"}, 48},
                          // the FFN's fused pair: CUDA runs its two ops, the CPU one pass; relu and gelu
                          Run{{"--op", "activation_dropout"},
                              {"activation_dropout_forward", "activation_dropout_backward"}, {"fp32", "bf16", "fp16"}, 24},

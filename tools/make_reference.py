@@ -32,7 +32,7 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_flags import OneLineParser, add_model_flags, model_config  # noqa: E402
-from tinytrain_model import (CONFIG_KEYS, SEED_CONFIG, build_model,  # noqa: E402
+from tinytrain_model import (CONFIG_KEYS, SEED_CONFIG, block_options, build_model,  # noqa: E402
                              pre_activation_modules, validate_config)
 
 FORMAT = "tinytrain-reference"
@@ -212,7 +212,7 @@ def reference_metadata(cfg, opt, batch, seq, steps):
     return OrderedDict([
         ("format", FORMAT),
         ("version", VERSION),
-        ("config", json.dumps({k: cfg[k] for k in CONFIG_KEYS})),
+        ("config", json.dumps({**{k: cfg[k] for k in CONFIG_KEYS}, **block_options(cfg)})),
         ("optimizer", json.dumps({k: opt[k] for k in OPTIMIZER_KEYS})),
         ("batch", str(batch)),
         ("seq", str(seq)),
@@ -362,8 +362,9 @@ def fp64_check(cfg, opt, ref32, steps):
                        f"{ratio:.3g} of the tolerance in {where} (smallest |pre-activation| "
                        f"{margin:.2g} at step {step}); try another --seed")
     margin, step, layer = smallest_margin(margins)
+    # (a model without biases has no key-bias rows)
     parts = ", ".join(f"{c} {worst[c][0]:.2g}" + ("" if c == "logits" else f" ({worst[c][1]})")
-                      for c in CHECKED + (KEY_BIAS,))
+                      for c in CHECKED + (KEY_BIAS,) if c in worst)
     return True, (f"fp64 check: {parts} of tolerance (limit {CONDITION_LIMIT}; {KEY_BIAS} not "
                   f"checked); smallest |pre-activation| {margin:.2g} (layer {layer}, step {step})")
 

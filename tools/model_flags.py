@@ -20,6 +20,8 @@ _MODEL_FLAGS = (
     ("--max-seq-len", "max_seq_len", int),
     ("--layer-norm-eps", "layer_norm_eps", float),
     ("--dropout", "dropout", float),
+    ("--norm", "norm", ("layernorm", "rmsnorm")),
+    ("--bias", "bias", bool),
 )
 
 

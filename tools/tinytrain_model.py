@@ -32,6 +32,15 @@ SEED_CONFIG = {
 
 CONFIG_KEYS = tuple(SEED_CONFIG.keys())
 
+# The Llama-style block's options, beside the keys above: absent means the original family's
+# value (the engine writes them only when they differ, engine/config.cpp).
+BLOCK_DEFAULTS = {"norm": "layernorm", "bias": True}
+
+
+def block_options(cfg):
+    """{key: value} of the block options that differ from BLOCK_DEFAULTS, for a config's JSON."""
+    return {k: cfg[k] for k in BLOCK_DEFAULTS if k in cfg and cfg[k] != BLOCK_DEFAULTS[k]}
+
 
 def validate_config(cfg):
     """Return None if cfg describes a model of the family, else a one-line reason."""
@@ -54,6 +63,10 @@ def validate_config(cfg):
         return f"layer_norm_eps must be > 0, got {cfg['layer_norm_eps']!r}"
     if not (0.0 <= cfg["dropout"] < 1.0):
         return f"dropout must be in [0, 1), got {cfg['dropout']!r}"
+    if cfg.get("norm", "layernorm") not in ("layernorm", "rmsnorm"):
+        return f"norm must be layernorm or rmsnorm, got {cfg['norm']!r}"
+    if not isinstance(cfg.get("bias", True), bool):
+        return f"bias must be a boolean, got {cfg['bias']!r}"
     return None
 
 
@@ -67,12 +80,42 @@ def causal_mask(seq, dtype, device=None):
                       diagonal=1)
 
 
+class RMSNorm(nn.Module):
+    """Llama's RMSNorm: x / sqrt(mean(x^2) + eps) * weight, in fp32, no mean, no bias."""
+
+    def __init__(self, d_model, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x):
+        return x * torch.rsqrt(x.pow(2).mean(-1, keepdim=True) + self.eps) * self.weight
+
+
+class LayerNormNoBias(nn.Module):
+    """nn.LayerNorm without its bias (PyTorch 1.13's has no bias=False)."""
+
+    def __init__(self, d_model, eps):
+        super().__init__()
+        self.eps = eps
+        self.weight = nn.Parameter(torch.ones(d_model))
+
+    def forward(self, x):
+        return nn.functional.layer_norm(x, (x.shape[-1],), self.weight, None, self.eps)
+
+
+def make_norm(d_model, eps, norm, bias):
+    if norm == "rmsnorm":
+        return RMSNorm(d_model, eps)
+    return nn.LayerNorm(d_model, eps=eps) if bias else LayerNormNoBias(d_model, eps)
+
+
 class TinyTransformer(nn.Module):
     """Embedding (+ positions) -> nn.TransformerEncoder -> Linear head; (B,T) int64 -> (B,T,V)."""
 
     def __init__(self, vocab_size, d_model, n_head, n_layer, d_ff, activation="relu",
                  norm_first=False, causal=False, pos_embedding="none", max_seq_len=64,
-                 layer_norm_eps=1e-5, dropout=0.1):
+                 layer_norm_eps=1e-5, dropout=0.1, norm="layernorm", bias=True):
         super().__init__()
         self.causal = causal
         self.max_seq_len = max_seq_len
@@ -84,14 +127,23 @@ class TinyTransformer(nn.Module):
             d_model, n_head, dim_feedforward=d_ff, dropout=dropout,
             activation=activation,  # "gelu" is F.gelu, the exact erf form
             layer_norm_eps=layer_norm_eps, batch_first=True, norm_first=norm_first)
-        # Pre-norm leaves the residual stream un-normalised, hence the final LayerNorm.
-        final_norm = nn.LayerNorm(d_model, eps=layer_norm_eps) if norm_first else None
+        # --norm rmsnorm, --bias false: the layer's modules swapped in place (their names, and so
+        # the state_dict's, stay the layer's; the layer runs them in training mode as any module)
+        if norm != "layernorm" or not bias:
+            layer.norm1 = make_norm(d_model, layer_norm_eps, norm, bias)
+            layer.norm2 = make_norm(d_model, layer_norm_eps, norm, bias)
+        if not bias:
+            layer.self_attn = nn.MultiheadAttention(d_model, n_head, dropout=dropout, bias=False, batch_first=True)
+            layer.linear1 = nn.Linear(d_model, d_ff, bias=False)
+            layer.linear2 = nn.Linear(d_ff, d_model, bias=False)
+        # Pre-norm leaves the residual stream un-normalised, hence the final norm.
+        final_norm = make_norm(d_model, layer_norm_eps, norm, bias) if norm_first else None
         # enable_nested_tensor only matters for the inference fast path with a padding
         # mask; we never use it, so turn it off to keep the one code path we mirror.
         # Note: TransformerEncoder deep-copies `layer`, so every layer starts identical.
         self.encoder = nn.TransformerEncoder(layer, n_layer, norm=final_norm,
                                              enable_nested_tensor=False)
-        self.lm_head = nn.Linear(d_model, vocab_size)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=bias)
 
     def forward(self, x):
         # x (B,T) int64 -> logits (B,T,V)
@@ -111,7 +163,8 @@ def build_model(cfg):
     err = validate_config(cfg)
     if err:
         raise ValueError(err)
-    return TinyTransformer(**{k: cfg[k] for k in CONFIG_KEYS})
+    options = {**BLOCK_DEFAULTS, **{k: cfg[k] for k in BLOCK_DEFAULTS if k in cfg}}
+    return TinyTransformer(**{k: cfg[k] for k in CONFIG_KEYS}, **options)
 
 
 def pre_activation_modules(model):

@@ -388,15 +388,17 @@ void decode_cases(Table& t, const Workload& w) {
 void layernorm_cases(Table& t, const Workload& w) {
   const int N = w.N(), C = w.C();
   const float eps = w.model.layer_norm_eps;
-  const std::string shape = "N" + std::to_string(N) + " C" + std::to_string(C);
+  // LayerNorm, and RMSNorm (Llama's: no mean, no bias; kernels/backend.h: mean and bias absent)
+  for (bool rms : {false, true}) {
+  const std::string shape = "N" + std::to_string(N) + " C" + std::to_string(C) + (rms ? " rmsnorm" : "");
   // inputs away from zero mean, weights away from zero: a wrong statistic shows
   t.add("layernorm_forward", shape, [=](CaseBuilder& b, OpCase& c) {
     const int x = b.input("inp", {N, C}, -2.0f, 3.0f);
     const int weight = b.input("weight", {C}, 0.5f, 1.5f);
-    const int bias = b.input("bias", {C});
+    const int bias = rms ? b.absent("bias") : b.input("bias", {C});
     // mean: a C-term sum; the variance another over the centred values, then rstd and the scale
     const int out = b.output("out", {N, C}, reduction_tol(C + 4));
-    const int mean = b.output_f32("mean", {N}, reduction_tol(C));
+    const int mean = rms ? b.absent("mean") : b.output_f32("mean", {N}, reduction_tol(C));
     const int rstd = b.output_f32("rstd", {N}, reduction_tol(C + 4));
     c.run = [=](Backend& be, const CaseViews& v) {
       be.layernorm_forward(v[out], v[mean], v[rstd], v[x], v[weight], v[bias], eps);
@@ -409,16 +411,16 @@ void layernorm_cases(Table& t, const Workload& w) {
   t.add("layernorm_backward", shape + grads_label(grads), [=](CaseBuilder& b, OpCase& c) {
     const int x = b.input("inp", {N, C}, -2.0f, 3.0f);
     const int weight = b.input("weight", {C}, 0.5f, 1.5f);
-    const int bias = b.input("bias", {C});
+    const int bias = rms ? b.absent("bias") : b.input("bias", {C});
     const int out = b.scratch("out", {N, C});
-    const int mean = b.scratch_f32("mean", {N});
+    const int mean = rms ? b.absent("mean") : b.scratch_f32("mean", {N});
     const int rstd = b.scratch_f32("rstd", {N});
     const int dout = b.input("dout", {N, C});
     // dinp: two C-term sums and the combination (3C); dweight: N rows onto the start value, each
     // from the normalised input (C); dbias: N rows
     const int dx = b.output("dinp", {N, C}, reduction_tol(3 * C));
     const int dw = b.grad("dweight", {C}, reduction_tol(N + C + 1));
-    const int db = b.grad("dbias", {C}, reduction_tol(N + 1));
+    const int db = rms ? b.absent("dbias") : b.grad("dbias", {C}, reduction_tol(N + 1));
     c.prepare = [=](Backend& be, const CaseViews& v) {  // the statistics the backward reads
       be.layernorm_forward(v[out], v[mean], v[rstd], v[x], v[weight], v[bias], eps);
     };
@@ -429,6 +431,7 @@ void layernorm_cases(Table& t, const Workload& w) {
       return layernorm_backward_cost(v[dx], v[dw], v[db], v[dout], v[x], v[weight], v[mean], v[rstd], grads);
     };
   });
+  }
   }
 }
 
@@ -441,17 +444,23 @@ void residual_norm_cases(Table& t, const Workload& w) {
   const float p = w.model.dropout;
   const float eps = w.model.layer_norm_eps;
   const std::string nc = "N" + std::to_string(N) + " C" + std::to_string(C) + " p" + num(p);
-  for (bool norm : {true, false}) {
-    t.add("dropout_residual_layernorm_forward", nc + (norm ? "" : ", no norm"), [=](CaseBuilder& b, OpCase& c) {
+  // with the norm (LayerNorm, and RMSNorm: no mean, no bias), and without (pre-norm's second add)
+  struct Form {
+    bool norm, rms;
+  };
+  for (const Form f : {Form{true, false}, Form{true, true}, Form{false, false}}) {
+    const bool norm = f.norm, rms = f.rms;
+    t.add("dropout_residual_layernorm_forward", nc + (norm ? (rms ? ", rmsnorm" : "") : ", no norm"),
+          [=](CaseBuilder& b, OpCase& c) {
       const int step = b.scalar_i32("dropout step", 11, false);
       const int residual = b.input("residual", {N, C}, -2.0f, 2.0f);
       const int branch = b.input("branch", {N, C}, -2.0f, 2.0f);
       const int weight = b.input("weight", {C}, 0.5f, 1.5f);
-      const int bias = b.input("bias", {C});
+      const int bias = rms ? b.absent("bias") : b.input("bias", {C});
       const int res_out = b.output("res_out", {N, C}, kElementwiseTol);  // a scaled add
       // as layernorm_forward: C-term mean and variance, then one scale per element
       const int out = norm ? b.output("ln_out", {N, C}, reduction_tol(2 * C)) : b.absent("ln_out");
-      const int mean = norm ? b.output_f32("mean", {N}, reduction_tol(C)) : b.absent("mean");
+      const int mean = norm && !rms ? b.output_f32("mean", {N}, reduction_tol(C)) : b.absent("mean");
       const int rstd = norm ? b.output_f32("rstd", {N}, reduction_tol(2 * C)) : b.absent("rstd");
       c.run = [=](Backend& be, const CaseViews& v) {
         be.dropout_residual_layernorm_forward(v[res_out], v[out], v[mean], v[rstd], v[residual], v[branch], v[weight],
@@ -466,19 +475,21 @@ void residual_norm_cases(Table& t, const Workload& w) {
   // post-norm: g = dout + dout2, dbranch; pre-norm: dskip added after the norm, with and without dbranch
   struct Arrangement {
     const char* label;
-    bool dout2, dskip, dbranch;
+    bool dout2, dskip, dbranch, rms;
   };
-  for (const Arrangement& a : {Arrangement{"post-norm", true, false, true}, Arrangement{"pre-norm", false, true, true},
-                               Arrangement{"pre-norm, no branch", false, true, false}}) {
+  for (const Arrangement& a :
+       {Arrangement{"post-norm", true, false, true, false}, Arrangement{"pre-norm", false, true, true, false},
+        Arrangement{"pre-norm, no branch", false, true, false, false},
+        Arrangement{"pre-norm, rmsnorm", false, true, true, true}}) {
     for (ParamGrads grads : {ParamGrads::Add, ParamGrads::Write}) {
       t.add("layernorm_residual_dropout_backward", nc + " " + a.label + grads_label(grads),
             [=](CaseBuilder& b, OpCase& c) {
               const int step = b.scalar_i32("dropout step", 11, false);
               const int x = b.input("inp", {N, C}, -2.0f, 3.0f);
               const int weight = b.input("weight", {C}, 0.5f, 1.5f);
-              const int bias = b.input("bias", {C});
+              const int bias = a.rms ? b.absent("bias") : b.input("bias", {C});
               const int out = b.scratch("out", {N, C});
-              const int mean = b.scratch_f32("mean", {N});
+              const int mean = a.rms ? b.absent("mean") : b.scratch_f32("mean", {N});
               const int rstd = b.scratch_f32("rstd", {N});
               const int dout = b.input("dout", {N, C});
               const int dout2 = a.dout2 ? b.input("dout2", {N, C}) : b.absent("dout2");
@@ -488,7 +499,7 @@ void residual_norm_cases(Table& t, const Workload& w) {
               const int dx = b.output("dinp", {N, C}, reduction_tol(3 * C + 1));
               const int dbranch = a.dbranch ? b.output("dbranch", {N, C}, reduction_tol(3 * C + 1)) : b.absent("dbranch");
               const int dw = b.grad("dweight", {C}, reduction_tol(N + C + 2));
-              const int db = b.grad("dbias", {C}, reduction_tol(N + 2));
+              const int db = a.rms ? b.absent("dbias") : b.grad("dbias", {C}, reduction_tol(N + 2));
               c.prepare = [=](Backend& be, const CaseViews& v) {  // the statistics the backward reads
                 be.layernorm_forward(v[out], v[mean], v[rstd], v[x], v[weight], v[bias], eps);
               };

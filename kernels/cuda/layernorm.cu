@@ -1,5 +1,7 @@
 // LayerNorm over the last dimension on the GPU, forward and backward, as nn.LayerNorm and
-// kernels/cpu/layernorm.cpp: fp32 statistics, biased variance, rstd = 1/sqrt(var + eps).
+// kernels/cpu/layernorm.cpp: fp32 statistics, biased variance, rstd = 1/sqrt(var + eps). With
+// mean null, RMSNorm (kernels/backend.h): the mean is 0, neither subtracted nor kept, and the
+// backward has no mean(g) term; with bias null, no bias (and no dbias).
 // Per-element expressions are written as the CPU writes them; only the row sums (warp
 // reductions) and column sums (two-level fixed-order reductions) differ in rounding order.
 // Deterministic: no float atomics; the parameter gradients are reduced through per-warp and
@@ -47,9 +49,12 @@ __global__ void __launch_bounds__(kRowThreads)
   const int row = blockIdx.x * kRowsPerBlock + threadIdx.x / kWarp;
   if (row >= N) return;  // no block-level synchronisation below
   const S* x = inp + static_cast<int64_t>(row) * C;
-  float sum = 0.0f;
-  for (int c = lane; c < C; c += kWarp) sum += to_float(x[c]);
-  const float m = warp_sum(sum) / C;
+  float m = 0.0f;  // RMSNorm (mean null): no mean
+  if (mean) {
+    float sum = 0.0f;
+    for (int c = lane; c < C; c += kWarp) sum += to_float(x[c]);
+    m = warp_sum(sum) / C;
+  }
   float var = 0.0f;
   for (int c = lane; c < C; c += kWarp) {
     const float xc = to_float(x[c]);
@@ -58,9 +63,9 @@ __global__ void __launch_bounds__(kRowThreads)
   const float r = 1.0f / sqrtf(warp_sum(var) / C + eps);
   S* o = out + static_cast<int64_t>(row) * C;
   for (int c = lane; c < C; c += kWarp)
-    o[c] = from_float<S>((to_float(x[c]) - m) * r * to_float(weight[c]) + to_float(bias[c]));
+    o[c] = from_float<S>((to_float(x[c]) - m) * r * to_float(weight[c]) + (bias ? to_float(bias[c]) : 0.0f));
   if (lane == 0) {
-    mean[row] = m;
+    if (mean) mean[row] = m;
     rstd[row] = r;
   }
 }
@@ -104,8 +109,8 @@ __global__ void __launch_bounds__(kRowThreads)
     }
   }
   if (!ln_out) return;
-  // layernorm_forward_kernel on the stored row
-  const float m = warp_sum(sum) / C;
+  // layernorm_forward_kernel on the stored row (RMSNorm, mean null: no mean)
+  const float m = mean ? warp_sum(sum) / C : 0.0f;
   float var = 0.0f;
   for (int c = lane; c < C; c += kWarp) {
     const float xc = to_float(x[c]);
@@ -114,9 +119,9 @@ __global__ void __launch_bounds__(kRowThreads)
   const float r = 1.0f / sqrtf(warp_sum(var) / C + eps);
   S* o = ln_out + base;
   for (int c = lane; c < C; c += kWarp)
-    o[c] = from_float<S>((to_float(x[c]) - m) * r * to_float(weight[c]) + to_float(bias[c]));
+    o[c] = from_float<S>((to_float(x[c]) - m) * r * to_float(weight[c]) + (bias ? to_float(bias[c]) : 0.0f));
   if (lane == 0) {
-    mean[row] = m;
+    if (mean) mean[row] = m;
     rstd[row] = r;
   }
 }
@@ -178,7 +183,7 @@ __global__ void __launch_bounds__(kRowThreads)
   const int row_end = min(N, first_row + rows_per_block);
   for (int row = first_row + warp; row < row_end; row += kRowsPerBlock) {
     const int64_t base = static_cast<int64_t>(row) * C;
-    const float mu = mean[row], rs = rstd[row];
+    const float mu = mean ? mean[row] : 0.0f, rs = rstd[row];
     float mean_g = 0.0f, mean_gx = 0.0f;
     for (int c = lane; c < C; c += kWarp) {
       const float xhat = (to_float(inp[base + c]) - mu) * rs;
@@ -189,7 +194,7 @@ __global__ void __launch_bounds__(kRowThreads)
       warp_dw[c] += g * xhat;
       warp_db[c] += g;
     }
-    mean_g = warp_sum(mean_g) / C;
+    mean_g = mean ? warp_sum(mean_g) / C : 0.0f;  // RMSNorm: no mean was subtracted, no mean(g) term
     mean_gx = warp_sum(mean_gx) / C;
     for (int c0 = 0; c0 < C; c0 += kWarp) {  // warp-uniform laps: the dropout factors shuffle
       const int c = c0 + lane;
@@ -234,7 +239,7 @@ __global__ void __launch_bounds__(kRowThreads)
       tb += all_db[static_cast<int64_t>(b) * C + c];
     }
     dweight[c] = accumulate ? dweight[c] + tw : tw;
-    dbias[c] = accumulate ? dbias[c] + tb : tb;
+    if (dbias) dbias[c] = accumulate ? dbias[c] + tb : tb;
   }
   if (threadIdx.x == 0) *counter = 0u;  // ready for the next launch (a replayed graph launches again)
 }
@@ -248,13 +253,13 @@ void CudaBackend::layernorm_forward(Tensor out, Tensor mean, Tensor rstd, Tensor
                                     float eps) {
   const int N = static_cast<int>(inp.shape[0]), C = static_cast<int>(inp.shape[1]);
   const DType dtype = shared_storage_dtype("layernorm_forward", {out, inp, weight, bias});
-  float* mu = mean.f32();  // statistics: F32 whatever the activations' storage
+  float* mu = mean.data ? mean.f32() : nullptr;  // statistics: F32 whatever the activations' storage
   float* rs = rstd.f32();
   if (N <= 0 || C <= 0) return;
   dispatch_storage(dtype, [&](auto storage) {
     using S = decltype(storage);
     layernorm_forward_kernel<S><<<row_blocks(N), kRowThreads, 0, stream_>>>(
-        out.as<S>(), mu, rs, inp.as<S>(), weight.as<S>(), bias.as<S>(), N, C, eps);
+        out.as<S>(), mu, rs, inp.as<S>(), weight.as<S>(), data_or_null<S>(bias), N, C, eps);
   });
   CUDA_CHECK(cudaGetLastError());
 }
@@ -276,7 +281,7 @@ void CudaBackend::dropout_residual_layernorm_forward(Tensor res_out, Tensor ln_o
   const int N = static_cast<int>(residual.shape[0]), C = static_cast<int>(residual.shape[1]);
   const DType dtype = shared_storage_dtype("dropout_residual_layernorm_forward",
                                            {res_out, ln_out, residual, branch, weight, bias});
-  float* mu = ln_out.data ? mean.f32() : nullptr;  // statistics: F32 whatever the activations' storage
+  float* mu = ln_out.data && mean.data ? mean.f32() : nullptr;  // statistics: F32 whatever the storage
   float* rs = ln_out.data ? rstd.f32() : nullptr;
   if (N <= 0 || C <= 0) return;
   dispatch_storage(dtype, [&](auto storage) {
@@ -299,8 +304,8 @@ void CudaBackend::layernorm_residual_dropout_backward(Tensor dinp, Tensor dbranc
   const DType dtype =
       shared_storage_dtype("layernorm_backward", {dinp, dbranch, dout, dout2, dskip, inp, weight});
   float* dw = dweight.f32();  // parameter gradients and statistics: F32
-  float* db = dbias.f32();
-  const float* mu = mean.f32();
+  float* db = dbias.data ? dbias.f32() : nullptr;
+  const float* mu = mean.data ? mean.f32() : nullptr;
   const float* rs = rstd.f32();
   if (N <= 0 || C <= 0) return;
 
