@@ -40,6 +40,9 @@ void TrainFlags::add_to(CLI::App& cmd) {
   add_int_option(cmd, "--max-seq-len", m.max_seq_len, "rows of the positional table; seq must not exceed it");
   cmd.add_option("--norm", norm, "layernorm | rmsnorm (Llama's: no mean subtracted, no bias)")->capture_default_str();
   cmd.add_option("--bias", m.bias, "biases in every linear and LayerNorm (false: none)")->capture_default_str();
+  cmd.add_option("--tie-embeddings", m.tie_embeddings,
+                 "the head's weight is the embedding's transpose (one parameter; its gradient sums both uses)")
+      ->capture_default_str();
   cmd.add_option("--layer-norm-eps", m.layer_norm_eps, "the norms' epsilon")->capture_default_str();
   cmd.add_option("--dropout", m.dropout, "dropout probability in [0, 1)")->capture_default_str();
   RunConfig& r = options.run;

@@ -44,7 +44,8 @@ double ModelConfig::parameter_count() const {
   const double norm_params = norm_bias() ? 2.0 * C : C;     // weight, and bias for a LayerNorm with one
   const double per_layer = 4.0 * C * C + 2.0 * C * F + linear_biases + 2.0 * norm_params;
   return V * C + (pos_embedding == PosEmbedding::Learned ? max_seq_len * C : 0.0) + n_layer * per_layer +
-         (norm_first ? norm_params : 0.0) + V * C + (bias ? V : 0.0);  // embedding, positions, layers, encoder.norm, lm_head
+         (norm_first ? norm_params : 0.0) + (tie_embeddings ? 0.0 : V * C) + (bias ? V : 0.0);  // embedding,
+                                                                   // positions, layers, encoder.norm, lm_head
 }
 
 void AdamWConfig::validate() const {
@@ -218,6 +219,7 @@ std::string model_config_to_json(const ModelConfig& c) {
   // files of that family keep their bytes (and older readers their files).
   if (c.norm != Norm::LayerNorm) j["norm"] = norm_name(c.norm);
   if (!c.bias) j["bias"] = false;
+  if (c.tie_embeddings) j["tie_embeddings"] = true;
   return j.dump();
 }
 
@@ -225,7 +227,7 @@ ModelConfig model_config_from_json(const std::string& text, const std::string& w
   json object = parse_json(text, where);
   // Fields that came later (the Llama-style block's): absent means the original family's value.
   auto has = [&object](const char* key) { return object.is_object() && object.contains(key); };
-  const bool has_norm = has("norm"), has_bias = has("bias");
+  const bool has_norm = has("norm"), has_bias = has("bias"), has_tie = has("tie_embeddings");
   JsonFields f(std::move(object), where);
   ModelConfig c;
   c.vocab_size = f.positive_int("vocab_size");
@@ -242,6 +244,7 @@ ModelConfig model_config_from_json(const std::string& text, const std::string& w
   c.dropout = f.number_f32("dropout");
   if (has_norm) c.norm = parse_norm(f.string("norm"));
   if (has_bias) c.bias = f.boolean("bias");
+  if (has_tie) c.tie_embeddings = f.boolean("tie_embeddings");
   f.finish();
   validate_from(c, where);
   return c;

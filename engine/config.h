@@ -42,6 +42,7 @@ struct ModelConfig {
   float dropout = 0.1f;
   Norm norm = Norm::LayerNorm;
   bool bias = true;  // every linear (and LayerNorm) has a bias; false: none (RMSNorm never has one)
+  bool tie_embeddings = false;  // the head's weight is the embedding's (one parameter, both uses' gradients)
 
   // Whether the norms, and the linears, have biases.
   bool norm_bias() const { return bias && norm == Norm::LayerNorm; }

@@ -222,8 +222,8 @@ void Model::ffn_hidden_forward(int l, const DropoutContext& ctx) {
 void Model::backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_scale, int64_t mean_over,
                      const DropoutContext& ctx, ParamGrads grads,
                      const std::function<void(int64_t)>& grads_ready) {
-  auto ready_from = [&](const char* first_param) {
-    if (grads_ready) grads_ready(layout_.find(first_param).offset);
+  auto ready_from = [&](const char* first_param) {  // (null: no parameter was finished)
+    if (grads_ready && first_param) grads_ready(layout_.find(first_param).offset);
   };
   // logits -> dlogits in place; losses per token for the log
   {
@@ -239,7 +239,10 @@ void Model::backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_
     backend_.layernorm_backward(d, g_.norm_weight, g_.norm_bias, d, last, p_.norm_weight, final_mean_, final_rstd_,
                                 grads);
   }
-  ready_from(config_.norm_first ? "encoder.norm.weight" : "lm_head.weight");
+  // finished now: the final norm and the head's parameters after it; with tied embeddings the
+  // head's weight is embed.weight, which the embedding's backward adds to last
+  const char* head_params = config_.tie_embeddings ? (config_.bias ? "lm_head.bias" : nullptr) : "lm_head.weight";
+  ready_from(config_.norm_first ? "encoder.norm.weight" : head_params);
   for (int l = config_.n_layer - 1; l >= 0; --l) {
     {
       const BackendRange layer(backend_, "layer " + std::to_string(l));
@@ -247,7 +250,15 @@ void Model::backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_
     }
     ready_from(("encoder.layers." + std::to_string(l) + ".self_attn.in_proj_weight").c_str());
   }
-  backend_.embedding_backward(g_.embed, g_.pos_embed, d, tokens, grads);
+  ParamGrads embedding_grads = grads;
+  if (config_.tie_embeddings) {
+    // The head's backward wrote (or added) its part of the shared table's gradient: the
+    // embedding's adds to it. Its positions' table takes the same mode, so on the first
+    // micro-batch it starts from zero.
+    if (grads == ParamGrads::Write && g_.pos_embed.data) backend_.fill_zero(g_.pos_embed);
+    embedding_grads = ParamGrads::Add;
+  }
+  backend_.embedding_backward(g_.embed, g_.pos_embed, d, tokens, embedding_grads);
   ready_from("embed.weight");
 }
 

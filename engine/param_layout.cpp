@@ -33,7 +33,7 @@ ParamLayout::ParamLayout(const ModelConfig& c) {
     add("encoder.norm.weight", {C});
     add_bias("encoder.norm.bias", C, nb);
   }
-  add("lm_head.weight", {V, C});
+  if (!c.tie_embeddings) add("lm_head.weight", {V, C});  // tied: the head reads embed.weight
   add_bias("lm_head.bias", V, lb);
 }
 
@@ -87,7 +87,7 @@ ModelParams bind_params(const ParamLayout& layout, const ModelConfig& c, void* b
     m.norm_weight = get("encoder.norm.weight");
     m.norm_bias = bias("encoder.norm.bias", nb);
   }
-  m.lm_head_weight = get("lm_head.weight");
+  m.lm_head_weight = c.tie_embeddings ? m.embed : get("lm_head.weight");
   m.lm_head_bias = bias("lm_head.bias", lb);
   return m;
 }

@@ -73,7 +73,7 @@ inline std::vector<MemoryCase> memory_cases() {
     cases.push_back({"odd_sizes_post_norm_gelu_causal", c, 13});
   }
   {
-    ModelConfig c;  // the Llama-style block's options so far: RMSNorm, no biases
+    ModelConfig c;  // the Llama-style block's options so far: RMSNorm, no biases, tied embeddings
     c.vocab_size = 40;
     c.d_model = 32;
     c.n_head = 4;
@@ -87,7 +87,8 @@ inline std::vector<MemoryCase> memory_cases() {
     c.dropout = 0.1f;
     c.norm = Norm::RmsNorm;
     c.bias = false;
-    cases.push_back({"pre_norm_rmsnorm_nobias_causal", c, 16});
+    c.tie_embeddings = true;  // with learned positions: the tied table's gradient adds, its positions' too
+    cases.push_back({"pre_norm_rmsnorm_nobias_tied_causal", c, 16});
   }
   return cases;
 }

@@ -32,7 +32,7 @@ import torch.nn as nn
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_flags import OneLineParser, add_model_flags, model_config  # noqa: E402
-from tinytrain_model import (CONFIG_KEYS, SEED_CONFIG, block_options, build_model,  # noqa: E402
+from tinytrain_model import (CONFIG_KEYS, SEED_CONFIG, block_options, build_model, load_parameters,  # noqa: E402
                              pre_activation_modules, validate_config)
 
 FORMAT = "tinytrain-reference"
@@ -165,9 +165,9 @@ def train_steps(model, opt, x, y, optimizer_class=torch.optim.AdamW):
                                 weight_decay=opt["weight_decay"])
     loss_fn = nn.CrossEntropyLoss()  # mean over all batch*seq tokens
 
-    def snapshot(prefix):
+    def snapshot(prefix):  # each parameter once (a tied head's weight is embed.weight)
         return OrderedDict((f"{prefix}.{k}", v.detach().clone())
-                           for k, v in model.state_dict().items())
+                           for k, v in model.named_parameters())
 
     out = OrderedDict()
     out.update(snapshot("params"))
@@ -249,7 +249,7 @@ def replay_float64(cfg, opt, ref):
     model = build_model(cfg).to(torch.float64)
     params = OrderedDict((name[len("params."):], t.to(torch.float64))
                          for name, t in ref.items() if name.startswith("params."))
-    model.load_state_dict(params, strict=True)
+    load_parameters(model, params)
     per_layer = []  # per_layer[l][s]
     handles = []
     for linear1 in pre_activation_modules(model):
@@ -453,7 +453,7 @@ def check_reference(path):
         raise ValueError(f"{path}: not a {FORMAT} v{VERSION} file: {dict(meta)}")
     cfg = json.loads(meta["config"])
     batch, seq, steps = int(meta["batch"]), int(meta["seq"]), int(meta["steps"])
-    names = list(build_model(dict(cfg)).state_dict().keys())
+    names = [n for n, _ in build_model(dict(cfg)).named_parameters()]
     # grad_norm is optional: references written before it do not have it
     head = ["x", "y", "logits0", "loss"] + (["grad_norm"] if "grad_norm" in tensors else [])
     want = ([f"params.{n}" for n in names] + head +

@@ -22,6 +22,7 @@ _MODEL_FLAGS = (
     ("--dropout", "dropout", float),
     ("--norm", "norm", ("layernorm", "rmsnorm")),
     ("--bias", "bias", bool),
+    ("--tie-embeddings", "tie_embeddings", bool),
 )
 
 

@@ -34,7 +34,7 @@ CONFIG_KEYS = tuple(SEED_CONFIG.keys())
 
 # The Llama-style block's options, beside the keys above: absent means the original family's
 # value (the engine writes them only when they differ, engine/config.cpp).
-BLOCK_DEFAULTS = {"norm": "layernorm", "bias": True}
+BLOCK_DEFAULTS = {"norm": "layernorm", "bias": True, "tie_embeddings": False}
 
 
 def block_options(cfg):
@@ -65,8 +65,9 @@ def validate_config(cfg):
         return f"dropout must be in [0, 1), got {cfg['dropout']!r}"
     if cfg.get("norm", "layernorm") not in ("layernorm", "rmsnorm"):
         return f"norm must be layernorm or rmsnorm, got {cfg['norm']!r}"
-    if not isinstance(cfg.get("bias", True), bool):
-        return f"bias must be a boolean, got {cfg['bias']!r}"
+    for k in ("bias", "tie_embeddings"):
+        if not isinstance(cfg.get(k, BLOCK_DEFAULTS[k]), bool):
+            return f"{k} must be a boolean, got {cfg[k]!r}"
     return None
 
 
@@ -115,7 +116,7 @@ class TinyTransformer(nn.Module):
 
     def __init__(self, vocab_size, d_model, n_head, n_layer, d_ff, activation="relu",
                  norm_first=False, causal=False, pos_embedding="none", max_seq_len=64,
-                 layer_norm_eps=1e-5, dropout=0.1, norm="layernorm", bias=True):
+                 layer_norm_eps=1e-5, dropout=0.1, norm="layernorm", bias=True, tie_embeddings=False):
         super().__init__()
         self.causal = causal
         self.max_seq_len = max_seq_len
@@ -144,6 +145,8 @@ class TinyTransformer(nn.Module):
         self.encoder = nn.TransformerEncoder(layer, n_layer, norm=final_norm,
                                              enable_nested_tensor=False)
         self.lm_head = nn.Linear(d_model, vocab_size, bias=bias)
+        if tie_embeddings:  # one Parameter in both places: named_parameters() lists it once, as embed.weight
+            self.lm_head.weight = self.embed.weight
 
     def forward(self, x):
         # x (B,T) int64 -> logits (B,T,V)
@@ -165,6 +168,27 @@ def build_model(cfg):
         raise ValueError(err)
     options = {**BLOCK_DEFAULTS, **{k: cfg[k] for k in BLOCK_DEFAULTS if k in cfg}}
     return TinyTransformer(**{k: cfg[k] for k in CONFIG_KEYS}, **options)
+
+
+def parameters_by_name(model):
+    """The model's parameters by the engine's names, each once, in state_dict order (a tied
+    head's weight is embed.weight: named_parameters() lists the shared Parameter once)."""
+    return [(name, p) for name, p in model.named_parameters()]
+
+
+def load_parameters(model, tensors):
+    """Copies {name: tensor} into the model's parameters; the names must be exactly
+    parameters_by_name's (RuntimeError naming the first difference otherwise)."""
+    names = [name for name, _ in parameters_by_name(model)]
+    if sorted(names) != sorted(tensors.keys()):
+        missing = [n for n in names if n not in tensors]
+        extra = [n for n in tensors if n not in names]
+        raise RuntimeError(f"missing {missing[:3]} unexpected {extra[:3]}")
+    with torch.no_grad():
+        for name, p in parameters_by_name(model):
+            if tuple(p.shape) != tuple(tensors[name].shape):
+                raise RuntimeError(f"{name}: shape {tuple(tensors[name].shape)}, the model's {tuple(p.shape)}")
+            p.copy_(tensors[name])
 
 
 def pre_activation_modules(model):

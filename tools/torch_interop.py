@@ -28,7 +28,8 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_flags import OneLineParser, add_model_flags  # noqa: E402
 from make_reference import read_safetensors, write_safetensors  # noqa: E402
-from tinytrain_model import CONFIG_KEYS, SEED_CONFIG, build_model, validate_config  # noqa: E402
+from tinytrain_model import (BLOCK_DEFAULTS, CONFIG_KEYS, SEED_CONFIG, build_model, load_parameters,  # noqa: E402
+                             parameters_by_name, validate_config)
 
 PROG = "torch_interop.py"
 CHECKPOINT_FORMAT = "tinytrain-checkpoint"
@@ -57,7 +58,8 @@ def load_checkpoint_model(path):
         cfg = json.loads(meta["config"], object_pairs_hook=OrderedDict)
     except (KeyError, ValueError) as e:
         raise InputProblem(f"{path}: metadata 'config' missing or not JSON: {e}")
-    cfg = OrderedDict((k, cfg.get(k)) for k in CONFIG_KEYS) if all(k in cfg for k in CONFIG_KEYS) else cfg
+    if all(k in cfg for k in CONFIG_KEYS):  # the family's keys in their order, then the block's options
+        cfg = OrderedDict([*((k, cfg.get(k)) for k in CONFIG_KEYS), *((k, cfg[k]) for k in BLOCK_DEFAULTS if k in cfg)])
     err = validate_config(cfg)
     if err:
         raise InputProblem(f"{path}: metadata 'config': {err}")
@@ -66,7 +68,7 @@ def load_checkpoint_model(path):
     params = OrderedDict((name, t) for name, t in tensors.items()
                          if not name.startswith("optimizer.") and not name.startswith("state."))
     try:
-        model.load_state_dict(params, strict=True)  # every parameter, nothing else, same shapes
+        load_parameters(model, params)  # every parameter, nothing else, same shapes
     except RuntimeError as e:
         raise InputProblem(f"{path}: parameters do not fit the model of its config: " + " ".join(str(e).split()))
     model.eval()
@@ -142,7 +144,7 @@ def cmd_export(args):
         raise InputProblem(f"--seed must be 0 or more, got {args.seed}")
     torch.manual_seed(args.seed)
     model = build_model(cfg)
-    state = OrderedDict((name, t.detach().float().contiguous()) for name, t in model.state_dict().items())
+    state = OrderedDict((name, t.detach().float().contiguous()) for name, t in parameters_by_name(model))
     meta = OrderedDict([("format", "pytorch-state-dict"), ("config", json.dumps(cfg, separators=(",", ":"))),
                         ("seed", str(args.seed))])
     try:
