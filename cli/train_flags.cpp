@@ -36,7 +36,8 @@ void TrainFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--norm-first", m.norm_first, "pre-norm (true, adds encoder.norm) or post-norm (false)")
       ->capture_default_str();
   cmd.add_option("--causal", m.causal, "causal attention mask")->capture_default_str();
-  cmd.add_option("--pos-embedding", pos_embedding, "none | learned")->capture_default_str();
+  cmd.add_option("--pos-embedding", pos_embedding, "none | learned | rope (rotary, on q and k)")->capture_default_str();
+  cmd.add_option("--rope-theta", m.rope_theta, "RoPE's base (--pos-embedding rope)")->capture_default_str();
   add_int_option(cmd, "--max-seq-len", m.max_seq_len, "rows of the positional table; seq must not exceed it");
   cmd.add_option("--norm", norm, "layernorm | rmsnorm (Llama's: no mean subtracted, no bias)")->capture_default_str();
   cmd.add_option("--bias", m.bias, "biases in every linear and LayerNorm (false: none)")->capture_default_str();

@@ -34,6 +34,12 @@ void ModelConfig::validate() const {
           "invalid config: layer_norm_eps must be positive, got " + std::to_string(layer_norm_eps));
   require(std::isfinite(dropout) && dropout >= 0 && dropout < 1,
           "invalid config: dropout must be in [0, 1), got " + std::to_string(dropout));
+  if (pos_embedding == PosEmbedding::Rope) {
+    require(head_dim() % 2 == 0, "invalid config: --pos-embedding rope turns pairs of a head's channels: the head "
+                                 "size d_model / n_head (" + std::to_string(head_dim()) + ") must be even");
+    require(std::isfinite(rope_theta) && rope_theta > 1.0f,
+            "invalid config: rope_theta must be a number above 1, got " + std::to_string(rope_theta));
+  }
   // Far from int64 overflow, and from what any machine holds: 2^40 parameters.
   require(parameter_count() < std::ldexp(1.0, 40), "invalid config: the model has more than 2^40 parameters");
 }
@@ -98,7 +104,9 @@ Norm parse_norm(const std::string& name) {
   throw InputError("invalid config: unknown norm '" + name + "' (expected layernorm or rmsnorm)");
 }
 
-const char* pos_embedding_name(PosEmbedding pos) { return pos == PosEmbedding::None ? "none" : "learned"; }
+const char* pos_embedding_name(PosEmbedding pos) {
+  return pos == PosEmbedding::None ? "none" : pos == PosEmbedding::Learned ? "learned" : "rope";
+}
 
 const char* recompute_name(Recompute recompute) {
   switch (recompute) {
@@ -188,7 +196,8 @@ LrScheduleKind parse_lr_schedule(const std::string& name) {
 PosEmbedding parse_pos_embedding(const std::string& name) {
   if (name == "none") return PosEmbedding::None;
   if (name == "learned") return PosEmbedding::Learned;
-  throw InputError("invalid config: unknown pos_embedding '" + name + "' (expected none or learned)");
+  if (name == "rope") return PosEmbedding::Rope;
+  throw InputError("invalid config: unknown pos_embedding '" + name + "' (expected none, learned or rope)");
 }
 
 namespace {
@@ -220,6 +229,7 @@ std::string model_config_to_json(const ModelConfig& c) {
   if (c.norm != Norm::LayerNorm) j["norm"] = norm_name(c.norm);
   if (!c.bias) j["bias"] = false;
   if (c.tie_embeddings) j["tie_embeddings"] = true;
+  if (c.pos_embedding == PosEmbedding::Rope) j["rope_theta"] = c.rope_theta;
   return j.dump();
 }
 
@@ -227,7 +237,8 @@ ModelConfig model_config_from_json(const std::string& text, const std::string& w
   json object = parse_json(text, where);
   // Fields that came later (the Llama-style block's): absent means the original family's value.
   auto has = [&object](const char* key) { return object.is_object() && object.contains(key); };
-  const bool has_norm = has("norm"), has_bias = has("bias"), has_tie = has("tie_embeddings");
+  const bool has_norm = has("norm"), has_bias = has("bias"), has_tie = has("tie_embeddings"),
+             has_theta = has("rope_theta");
   JsonFields f(std::move(object), where);
   ModelConfig c;
   c.vocab_size = f.positive_int("vocab_size");
@@ -245,6 +256,7 @@ ModelConfig model_config_from_json(const std::string& text, const std::string& w
   if (has_norm) c.norm = parse_norm(f.string("norm"));
   if (has_bias) c.bias = f.boolean("bias");
   if (has_tie) c.tie_embeddings = f.boolean("tie_embeddings");
+  if (has_theta) c.rope_theta = f.number_f32("rope_theta");
   f.finish();
   validate_from(c, where);
   return c;

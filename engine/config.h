@@ -8,7 +8,7 @@
 
 namespace tt {
 
-enum class PosEmbedding { None, Learned };
+enum class PosEmbedding { None, Learned, Rope };  // rope: rotary, on q and k (kernels/common/rope.h)
 
 // --norm: nn.LayerNorm, or Llama's RMSNorm (no mean subtracted, no bias: kernels/backend.h).
 enum class Norm { LayerNorm, RmsNorm };
@@ -43,6 +43,7 @@ struct ModelConfig {
   Norm norm = Norm::LayerNorm;
   bool bias = true;  // every linear (and LayerNorm) has a bias; false: none (RMSNorm never has one)
   bool tie_embeddings = false;  // the head's weight is the embedding's (one parameter, both uses' gradients)
+  float rope_theta = 10000.0f;  // --rope-theta: RoPE's base (pos_embedding rope)
 
   // Whether the norms, and the linears, have biases.
   bool norm_bias() const { return bias && norm == Norm::LayerNorm; }

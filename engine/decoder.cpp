@@ -132,6 +132,9 @@ void Decoder::layer_step(int l, int position) {
     sa_in = ln_;
   }
   backend_.linear_forward(qkv_, sa_in, w.in_proj_weight, w.in_proj_bias);
+  if (config_.pos_embedding == PosEmbedding::Rope)  // the new token's q and k turned by its position
+    backend_.rope_forward(Tensor{qkv_.data, qkv_.dtype, Shape{B_, 1, qkv_.shape[1]}}, config_.n_head, position,
+                          config_.rope_theta);
   backend_.kv_cache_append(caches_[l].k, caches_[l].v, qkv_, position);
   backend_.attention_decode(att_, qkv_, caches_[l].k, caches_[l].v, position, config_.n_head);
   backend_.linear_forward(branch_, att_, w.out_proj_weight, w.out_proj_bias);

@@ -142,6 +142,11 @@ DropoutMask Model::dropout(const DropoutContext& ctx, int layer, DropoutSite sit
                      static_cast<uint64_t>(ctx.first_row * per_sequence)};
 }
 
+// An (N, X) view as (B, T, X): the per-token layout the position-aware ops take.
+Tensor Model::by_token(Tensor rows) const {
+  return Tensor{rows.data, rows.dtype, Shape{B_, T_, rows.shape[1]}};
+}
+
 AttentionShape Model::attention_shape() const {
   return AttentionShape{B_, T_, config_.n_head, config_.head_dim(), config_.causal};
 }
@@ -184,6 +189,8 @@ void Model::layer_forward(int l, const DropoutContext& ctx) {
     sa_in = a.ln1;
   }
   backend_.linear_forward(a.qkv, sa_in, w.in_proj_weight, w.in_proj_bias);
+  if (config_.pos_embedding == PosEmbedding::Rope)  // q and k turned by position, in place (kept turned)
+    backend_.rope_forward(by_token(a.qkv), config_.n_head, 0, config_.rope_theta);
   backend_.attention_forward(a.att, a.lse, a.qkv, attention_shape(), dropout(ctx, l, DropoutSite::AttentionWeights));
   backend_.linear_forward(branch, a.att, w.out_proj_weight, w.out_proj_bias);
 
@@ -305,6 +312,8 @@ void Model::layer_backward(int l, Tensor d, const DropoutContext& ctx, ParamGrad
                            InputGrad::Write);
   backend_.attention_backward(d_qkv_, dout_dot_out_, d_att, a.qkv, a.att, a.lse, attention_shape(),
                               dropout(ctx, l, DropoutSite::AttentionWeights));
+  if (config_.pos_embedding == PosEmbedding::Rope)  // the gradients of the unturned q and k
+    backend_.rope_backward(by_token(d_qkv_), config_.n_head, 0, config_.rope_theta);
   if (!config_.norm_first) {
     // x feeds in_proj and the residual: d = d res1 (in d already) + in_proj's input gradient
     backend_.linear_backward(d, g.in_proj_weight, g.in_proj_bias, d_qkv_, sa_in, w.in_proj_weight, grads,

@@ -89,6 +89,7 @@ class Model {
   // d_branch (N,C) in: the gradient of linear2's output; out: the gradient of ff_in
   void ffn_backward(int l, Tensor d_branch, const DropoutContext& ctx, ParamGrads grads);
   DropoutMask dropout(const DropoutContext& ctx, int layer, DropoutSite site) const;
+  Tensor by_token(Tensor rows) const;  // (N, X) -> the same memory as (B, T, X)
   AttentionShape attention_shape() const;
 
   Backend& backend_;

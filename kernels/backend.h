@@ -144,6 +144,15 @@ class Backend {
   virtual void attention_backward(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                                   const AttentionShape& s, const DropoutMask& dropout) = 0;
 
+  // ---- rotary position embedding (--pos-embedding rope), in place on q and k ----
+  // qkv (B,T,3C) packed [q|k|v] with NH heads: each head's q and k at token t turned by
+  // position first_pos + t (kernels/common/rope.h: the pairs (i, i + HS/2), Hugging Face's
+  // rotate-half); v untouched. HS even.
+  virtual void rope_forward(Tensor qkv, int NH, int first_pos, float theta) = 0;
+  // dqkv (B,T,3C): the q and k gradients turned back by the same angles (the transpose of the
+  // forward's turn), in place; the v part untouched.
+  virtual void rope_backward(Tensor dqkv, int NH, int first_pos, float theta) = 0;
+
   // ---- incremental decoding with a KV cache (inference, causal models; engine/decoder.h) ----
   // One new token per sequence: its keys and values join the layer's cache, and its query
   // attends over the cache instead of the whole sequence being recomputed. A cache holds

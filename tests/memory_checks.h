@@ -73,7 +73,7 @@ inline std::vector<MemoryCase> memory_cases() {
     cases.push_back({"odd_sizes_post_norm_gelu_causal", c, 13});
   }
   {
-    ModelConfig c;  // the Llama-style block's options so far: RMSNorm, no biases, tied embeddings
+    ModelConfig c;  // the Llama-style block's options so far: RMSNorm, no biases, tied embeddings, RoPE
     c.vocab_size = 40;
     c.d_model = 32;
     c.n_head = 4;
@@ -82,13 +82,13 @@ inline std::vector<MemoryCase> memory_cases() {
     c.activation = Activation::Gelu;
     c.norm_first = true;
     c.causal = true;
-    c.pos_embedding = PosEmbedding::Learned;
+    c.pos_embedding = PosEmbedding::Rope;
     c.max_seq_len = 16;
     c.dropout = 0.1f;
     c.norm = Norm::RmsNorm;
     c.bias = false;
-    c.tie_embeddings = true;  // with learned positions: the tied table's gradient adds, its positions' too
-    cases.push_back({"pre_norm_rmsnorm_nobias_tied_causal", c, 16});
+    c.tie_embeddings = true;
+    cases.push_back({"pre_norm_rmsnorm_nobias_tied_rope_causal", c, 16});
   }
   return cases;
 }

@@ -678,6 +678,38 @@ std::vector<CaseSpec> dropout_cases(DType act = DType::F32) {
 }
 
 // ---- residual: a (n), b (n) -> out (n) = a + b, out possibly aliasing a or b ----
+// ---- rotary position embedding: qkv (B,T,3C) q and k turned in place, then turned back ----
+// Odd B and T, head sizes 2, 26 and 64, a start position past 0 (the decoder's), a large
+// theta; forward and backward in one case (their composition is the identity, and each step is
+// compared on its own output: the forward's is the backward's input).
+std::vector<CaseSpec> rope_cases(DType act = DType::F32) {
+  struct P {
+    int B, T, NH, HS, first_pos;
+    float theta;
+  };
+  std::vector<CaseSpec> specs;
+  for (P p : {P{1, 1, 1, 2, 0, 10000.0f}, P{3, 13, 2, 26, 0, 10000.0f}, P{2, 5, 3, 64, 37, 500000.0f}}) {
+    const std::string name = "rope_B" + std::to_string(p.B) + "_T" + std::to_string(p.T) + "_NH" +
+                             std::to_string(p.NH) + "_HS" + std::to_string(p.HS) + "_pos" +
+                             std::to_string(p.first_pos);
+    specs.push_back({name + dtype_suffix(act), [p, act] {
+                       OpCase c(act);
+                       const int C = p.NH * p.HS;
+                       // two products and a sum per value, the same cos and sin on both backends
+                       const int turned = c.inout("qkv (turned)", {p.B, p.T, 3 * C},
+                                                  test::random_floats(p.B * p.T * 3 * C, 61), kElementwiseTol);
+                       const int back = c.inout("dqkv (turned back)", {p.B, p.T, 3 * C},
+                                                test::random_floats(p.B * p.T * 3 * C, 62), kElementwiseTol);
+                       c.run = [=](Backend& be, const std::vector<Tensor>& v) {
+                         be.rope_forward(v[turned], p.NH, p.first_pos, p.theta);
+                         be.rope_backward(v[back], p.NH, p.first_pos, p.theta);
+                       };
+                       return c;
+                     }});
+  }
+  return specs;
+}
+
 std::vector<CaseSpec> residual_cases(DType act = DType::F32) {
   enum class Alias { None, A, B };
   struct P {
@@ -1023,7 +1055,7 @@ std::vector<CaseSpec> all_cases() {
   // the ops on activations: with fp32, bf16 and fp16 storage
   for (DType act : {DType::F32, DType::BF16, DType::F16})
     for (auto family : {embedding_cases, linear_cases, attention_cases, layernorm_cases, cross_entropy_cases,
-                        activation_cases, dropout_cases, residual_cases})
+                        activation_cases, dropout_cases, residual_cases, rope_cases})
       append(family(act));
   // precision and the optimizer step: fixed dtypes (casts name theirs; the rest is F32 and I32)
   for (auto family : {cast_cases, grad_norm_check_cases, adamw_cases, adamw_skip_cases, adamw_schedule_clip_cases,

@@ -34,7 +34,7 @@ CONFIG_KEYS = tuple(SEED_CONFIG.keys())
 
 # The Llama-style block's options, beside the keys above: absent means the original family's
 # value (the engine writes them only when they differ, engine/config.cpp).
-BLOCK_DEFAULTS = {"norm": "layernorm", "bias": True, "tie_embeddings": False}
+BLOCK_DEFAULTS = {"norm": "layernorm", "bias": True, "tie_embeddings": False, "rope_theta": 10000.0}
 
 
 def block_options(cfg):
@@ -54,8 +54,10 @@ def validate_config(cfg):
         return f"d_model {cfg['d_model']} is not divisible by n_head {cfg['n_head']}"
     if cfg["activation"] not in ("relu", "gelu"):
         return f"activation must be relu or gelu, got {cfg['activation']!r}"
-    if cfg["pos_embedding"] not in ("none", "learned"):
-        return f"pos_embedding must be none or learned, got {cfg['pos_embedding']!r}"
+    if cfg["pos_embedding"] not in ("none", "learned", "rope"):
+        return f"pos_embedding must be none, learned or rope, got {cfg['pos_embedding']!r}"
+    if cfg["pos_embedding"] == "rope" and (cfg["d_model"] // cfg["n_head"]) % 2 != 0:
+        return "pos_embedding rope needs an even head size d_model / n_head"
     for k in ("norm_first", "causal"):
         if not isinstance(cfg[k], bool):
             return f"{k} must be a boolean, got {cfg[k]!r}"
@@ -105,6 +107,51 @@ class LayerNormNoBias(nn.Module):
         return nn.functional.layer_norm(x, (x.shape[-1],), self.weight, None, self.eps)
 
 
+def rope_cos_sin(seq, head_dim, theta, dtype, device=None):
+    """cos, sin (T, HS/2) of RoPE's angles pos * theta^(-2i/HS), computed in float64 and rounded
+    to dtype once (kernels/common/rope.h does the same)."""
+    inv = theta ** (-2.0 * torch.arange(head_dim // 2, dtype=torch.float64) / head_dim)
+    angle = torch.arange(seq, dtype=torch.float64)[:, None] * inv[None, :]
+    return torch.cos(angle).to(dtype=dtype, device=device), torch.sin(angle).to(dtype=dtype, device=device)
+
+
+def apply_rope(x, cos, sin):
+    """x (B, NH, T, HS) with each head's pairs (i, i + HS/2) turned (Hugging Face's rotate-half)."""
+    half = x.shape[-1] // 2
+    a, b = x[..., :half], x[..., half:]
+    return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
+
+
+class RopeSelfAttention(nn.Module):
+    """nn.MultiheadAttention's parameters (in_proj_weight, in_proj_bias, out_proj) and call, with
+    q and k turned by RoPE before the scores: what nn.MultiheadAttention cannot do. Written out:
+    scores = q k^T / sqrt(HS) + the float mask, softmax, dropout on the weights, times v."""
+
+    def __init__(self, d_model, n_head, dropout, bias, theta):
+        super().__init__()
+        self.n_head, self.dropout, self.theta = n_head, dropout, theta
+        self.in_proj_weight = nn.Parameter(torch.empty(3 * d_model, d_model))
+        self.in_proj_bias = nn.Parameter(torch.zeros(3 * d_model)) if bias else None
+        self.out_proj = nn.Linear(d_model, d_model, bias=bias)
+        nn.init.xavier_uniform_(self.in_proj_weight)  # as nn.MultiheadAttention
+        if bias:
+            nn.init.zeros_(self.out_proj.bias)
+
+    def forward(self, query, key, value, attn_mask=None, key_padding_mask=None, need_weights=False, **_):
+        B, T, C = query.shape
+        HS = C // self.n_head
+        q, k, v = nn.functional.linear(query, self.in_proj_weight, self.in_proj_bias).chunk(3, dim=-1)
+        q, k, v = (t.reshape(B, T, self.n_head, HS).transpose(1, 2) for t in (q, k, v))
+        cos, sin = rope_cos_sin(T, HS, self.theta, query.dtype, query.device)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        scores = q @ k.transpose(-1, -2) / HS ** 0.5
+        if attn_mask is not None:
+            scores = scores + attn_mask
+        weights = nn.functional.dropout(scores.softmax(dim=-1), self.dropout, self.training)
+        out = (weights @ v).transpose(1, 2).reshape(B, T, C)
+        return self.out_proj(out), None
+
+
 def make_norm(d_model, eps, norm, bias):
     if norm == "rmsnorm":
         return RMSNorm(d_model, eps)
@@ -116,7 +163,8 @@ class TinyTransformer(nn.Module):
 
     def __init__(self, vocab_size, d_model, n_head, n_layer, d_ff, activation="relu",
                  norm_first=False, causal=False, pos_embedding="none", max_seq_len=64,
-                 layer_norm_eps=1e-5, dropout=0.1, norm="layernorm", bias=True, tie_embeddings=False):
+                 layer_norm_eps=1e-5, dropout=0.1, norm="layernorm", bias=True, tie_embeddings=False,
+                 rope_theta=10000.0):
         super().__init__()
         self.causal = causal
         self.max_seq_len = max_seq_len
@@ -137,6 +185,12 @@ class TinyTransformer(nn.Module):
             layer.self_attn = nn.MultiheadAttention(d_model, n_head, dropout=dropout, bias=False, batch_first=True)
             layer.linear1 = nn.Linear(d_model, d_ff, bias=False)
             layer.linear2 = nn.Linear(d_ff, d_model, bias=False)
+        if pos_embedding == "rope":
+            layer.self_attn = RopeSelfAttention(d_model, n_head, dropout, bias, rope_theta)
+        if norm != "layernorm" or not bias or pos_embedding == "rope":
+            # PyTorch's inference fast path would run its own fused kernel instead of the swapped
+            # modules: this flag is one of its conditions, and nothing else reads it
+            layer.activation_relu_or_gelu = False
         # Pre-norm leaves the residual stream un-normalised, hence the final norm.
         final_norm = make_norm(d_model, layer_norm_eps, norm, bias) if norm_first else None
         # enable_nested_tensor only matters for the inference fast path with a padding

@@ -595,6 +595,35 @@ void elementwise_cases(Table& t, const Workload& w) {
   });
 }
 
+// ---- rotary position embedding: qkv (B,T,3C), q and k turned in place; backward turns back ----
+// At the workload's B and T with an even head size (its NH, or fewer heads when its head size is
+// odd), and one token at position 37 (what the decoder turns).
+void rope_cases(Table& t, const Workload& w) {
+  const int C = w.C();
+  const int NH = w.HS() % 2 == 0 ? w.NH() : 2;  // (the odd workload: C 52, 2 heads of 26)
+  struct Case {
+    int B, T, first_pos;
+  };
+  for (const Case k : {Case{w.B, w.T, 0}, Case{w.B, 1, 37}}) {
+    const std::string shape = "B" + std::to_string(k.B) + " T" + std::to_string(k.T) + " C" + std::to_string(C) +
+                              " NH" + std::to_string(NH) + " pos" + std::to_string(k.first_pos);
+    const float theta = 10000.0f;
+    for (bool backward : {false, true}) {
+      t.add(backward ? "rope_backward" : "rope_forward", shape, [=](CaseBuilder& b, OpCase& c) {
+        // two products and a sum per value, with the same cos and sin on both backends
+        const int qkv = b.updated(backward ? "dqkv" : "qkv", {k.B, k.T, 3 * C}, kElementwiseTol);
+        c.run = [=](Backend& be, const CaseViews& v) {
+          if (backward)
+            be.rope_backward(v[qkv], NH, k.first_pos, theta);
+          else
+            be.rope_forward(v[qkv], NH, k.first_pos, theta);
+        };
+        c.cost = [=](const CaseViews& v) { return rope_cost(v[qkv]); };
+      });
+    }
+  }
+}
+
 // ---- cross-entropy on the head's logits (N,V), targets (N) -> losses (N), dlogits (N,V) ----
 void cross_entropy_cases(Table& t, const Workload& w) {
   const int N = w.N(), V = w.V();
@@ -741,6 +770,7 @@ void fill_zero_cases(Table& t, const Workload& w) {
 std::vector<std::string> op_names() {
   return {"embedding_forward",  "embedding_backward",  "linear_forward",    "linear_backward",
           "attention_forward",  "attention_backward",  "kv_cache_append",   "attention_decode",
+          "rope_forward",       "rope_backward",
           "layernorm_forward",  "layernorm_backward",  "dropout_residual_layernorm_forward",
           "layernorm_residual_dropout_backward", "activation_forward", "activation_backward",
           "activation_dropout_forward", "activation_dropout_backward",
@@ -769,6 +799,7 @@ std::vector<OpCaseSpec> op_cases(DType dtype) {
     linear_cases(table, w);
     attention_cases(table, w);
     decode_cases(table, w);
+    rope_cases(table, w);
     layernorm_cases(table, w);
     residual_norm_cases(table, w);
     activation_cases(table, w);

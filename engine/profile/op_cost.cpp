@@ -85,6 +85,9 @@ OpCost attention_backward_cost(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Te
                      2 * bytes_of(dout_dot_out)};
 }
 
+// qkv (B,T,3C): its q and k parts (two thirds) read and written in place; no FLOPs counted
+OpCost rope_cost(Tensor qkv) { return {0, 2 * bytes_of(qkv) * 2 / 3}; }
+
 // qkv (B,3C): its k and v parts read -> row pos of each cache (B,maxT,C) written. The caches
 // hold qkv's dtype (check_decode_views): 2 B C elements read, 2 B C written.
 OpCost kv_cache_append_cost(Tensor qkv) {

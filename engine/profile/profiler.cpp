@@ -188,6 +188,15 @@ void ProfilingBackend::activation_dropout_backward(Tensor dinp, Tensor dout, Ten
         [&] { inner_.activation_dropout_backward(dinp, dout, inp, act, dropout); });
 }
 
+// q and k read and written in place: two thirds of qkv, twice
+void ProfilingBackend::rope_forward(Tensor qkv, int NH, int first_pos, float theta) {
+  timed("rope_forward", rope_cost(qkv), [&] { inner_.rope_forward(qkv, NH, first_pos, theta); });
+}
+
+void ProfilingBackend::rope_backward(Tensor dqkv, int NH, int first_pos, float theta) {
+  timed("rope_backward", rope_cost(dqkv), [&] { inner_.rope_backward(dqkv, NH, first_pos, theta); });
+}
+
 void ProfilingBackend::residual_forward(Tensor out, Tensor a, Tensor b) {
   timed("residual_forward", elementwise_cost({a, b}, out), [&] { inner_.residual_forward(out, a, b); });
 }

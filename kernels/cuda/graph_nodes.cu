@@ -41,6 +41,7 @@ constexpr KernelKind kOurKernels[] = {
     {"residual_forward_kernel", &GraphNodeCount::elementwise},    // residual.cu
     {"broadcast_rows_kernel", &GraphNodeCount::elementwise},      // linear.cu: a bias cuBLASLt cannot fuse
     {"cast_kernel", &GraphNodeCount::elementwise},                // cast.cu
+    {"rope_kernel", &GraphNodeCount::elementwise},                // rope.cu
     // sums over rows or tokens
     {"column_sums_kernel", &GraphNodeCount::reduction},  // linear.cu: bias gradients cuBLASLt does not make
     {"layernorm_backward_kernel", &GraphNodeCount::reduction},  // layernorm.cu: dinp and dweight/dbias
