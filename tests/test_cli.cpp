@@ -844,6 +844,17 @@ TEST(CliTrainBad, UnknownAttention) {
   expect_train_config_error({{"--attention", "ours"}}, {"--attention", "ours"});
 }
 
+// The Llama-style block's flags: each bad value is one line naming it.
+TEST(CliTrainBad, LlamaBlockOptions) {
+  expect_train_config_error({{"--norm", "batchnorm"}}, {"norm", "batchnorm", "rmsnorm"});
+  expect_train_config_error({{"--pos-embedding", "alibi"}}, {"pos_embedding", "alibi", "rope"});
+  // train_args' d_model 32 in 32 heads: head size 1, and RoPE turns pairs
+  expect_train_config_error({{"--pos-embedding", "rope"}, {"--n-head", "32"}}, {"rope", "head size", "even"});
+  expect_train_config_error({{"--pos-embedding", "rope"}, {"--rope-theta", "0.5"}}, {"rope_theta"});
+  expect_train_config_error({{"--bias", "maybe"}}, {"--bias"});
+  expect_train_config_error({{"--tie-embeddings", "maybe"}}, {"--tie-embeddings"});
+}
+
 TEST(CliTrainBad, BackendCudaWithoutGpu) {
   if (machine_has_gpu()) GTEST_SKIP() << "this machine has a GPU";
   ScratchDir dir;
