@@ -73,18 +73,10 @@ inline std::vector<MemoryCase> memory_cases() {
     cases.push_back({"odd_sizes_post_norm_gelu_causal", c, 13});
   }
   {
-    ModelConfig c;  // the Llama-style block's options so far: RMSNorm, no biases, tied embeddings, RoPE
-    c.vocab_size = 40;
-    c.d_model = 32;
-    c.n_head = 4;
-    c.n_layer = 2;
-    c.d_ff = 48;
-    c.activation = Activation::Gelu;
-    c.norm_first = true;
-    c.causal = true;
+    // the language model's kind (the second case) with the Llama-style block's options so far:
+    // RMSNorm, no biases, tied embeddings, RoPE
+    ModelConfig c = cases[1].config;
     c.pos_embedding = PosEmbedding::Rope;
-    c.max_seq_len = 16;
-    c.dropout = 0.1f;
     c.norm = Norm::RmsNorm;
     c.bias = false;
     c.tie_embeddings = true;
