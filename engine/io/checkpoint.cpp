@@ -111,10 +111,16 @@ void require_same(const std::string& path, const std::string& field, const json&
   throw InputError("checkpoint " + path + " was saved with " + field + " " + s + ", this run has " + r);
 }
 
-// Field by field, in the order of the run's JSON (our own writers'): `saved` holds the same
-// fields, read back and checked.
+// Field by field, in the order of the run's JSON (our own writers'), then the fields only the
+// checkpoint has. A field one side lacks is one a writer leaves out at its default (the
+// Llama-style block's, engine/config.cpp): "(default)" in the message.
 void require_same_fields(const std::string& path, const std::string& prefix, const json& saved, const json& run) {
-  for (const auto& [key, value] : run.items()) require_same(path, prefix + key, saved.at(key), value);
+  auto value_or_default = [](const json& object, const std::string& key) {
+    return object.contains(key) ? object.at(key) : json("(default)");
+  };
+  for (const auto& [key, value] : run.items()) require_same(path, prefix + key, value_or_default(saved, key), value);
+  for (const auto& [key, value] : saved.items())
+    if (!run.contains(key)) require_same(path, prefix + key, value, json("(default)"));
 }
 
 // Throws InputError "<path>: <problem>" at the first element of `values` (a parameter-shaped
