@@ -332,8 +332,8 @@ TEST(Checkpoint, AnotherRunsCheckpointIsRefusedNamingTheField) {
            {{"--seed", "7"}, "was saved with seed 1337, this run has 7"},
            {{"--batch", "8"}, "was saved with batch 4, this run has 8"},
            // the other block: a field the checkpoint's config leaves out at its default
-           {{"--norm", "rmsnorm"}, "was saved with norm (default), this run has rmsnorm"},
-           {{"--tie-embeddings", "true"}, "was saved with tie_embeddings (default), this run has true"},
+           {{"--norm", "rmsnorm"}, "was saved with norm at its default, this run has rmsnorm"},
+           {{"--tie-embeddings", "true"}, "was saved with tie_embeddings at its default, this run has true"},
        }) {
     SCOPED_TRACE(c.says);
     expect_user_error(train_cli(scratch, {{"--steps", "6"}, {"--resume", path}, {c.flags[0], c.flags[1]}}),

@@ -113,14 +113,18 @@ void require_same(const std::string& path, const std::string& field, const json&
 
 // Field by field, in the order of the run's JSON (our own writers'), then the fields only the
 // checkpoint has. A field one side lacks is one a writer leaves out at its default (the
-// Llama-style block's, engine/config.cpp): "(default)" in the message.
+// Llama-style block's, engine/config.cpp), and the message says so.
 void require_same_fields(const std::string& path, const std::string& prefix, const json& saved, const json& run) {
-  auto value_or_default = [](const json& object, const std::string& key) {
-    return object.contains(key) ? object.at(key) : json("(default)");
+  auto differs = [&](const std::string& key, const std::string& saved_text, const std::string& run_text) {
+    return InputError("checkpoint " + path + " was saved with " + prefix + key + " " + saved_text + ", this run has " +
+                      run_text);
   };
-  for (const auto& [key, value] : run.items()) require_same(path, prefix + key, value_or_default(saved, key), value);
+  for (const auto& [key, value] : run.items()) {
+    if (!saved.contains(key)) throw differs(key, "at its default", shown(value, value).second);
+    require_same(path, prefix + key, saved.at(key), value);
+  }
   for (const auto& [key, value] : saved.items())
-    if (!run.contains(key)) require_same(path, prefix + key, value, json("(default)"));
+    if (!run.contains(key)) throw differs(key, shown(value, value).first, "it at its default");
 }
 
 // Throws InputError "<path>: <problem>" at the first element of `values` (a parameter-shaped
