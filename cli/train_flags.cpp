@@ -32,18 +32,28 @@ void TrainFlags::add_to(CLI::App& cmd) {
   add_int_option(cmd, "--n-head", m.n_head, "attention heads (must divide d-model)");
   add_int_option(cmd, "--n-layer", m.n_layer, "encoder layers");
   add_int_option(cmd, "--d-ff", m.d_ff, "feed-forward width");
-  cmd.add_option("--activation", activation, "relu | gelu (exact erf)")->capture_default_str();
-  cmd.add_option("--norm-first", m.norm_first, "pre-norm (true, adds encoder.norm) or post-norm (false)")
-      ->capture_default_str();
-  cmd.add_option("--causal", m.causal, "causal attention mask")->capture_default_str();
-  cmd.add_option("--pos-embedding", pos_embedding, "none | learned | rope (rotary, on q and k)")->capture_default_str();
+  add_int_option(cmd, "--n-kv-head", m.n_kv_head,
+                 "key/value heads, dividing --n-head (grouped-query attention; 1: multi-query; 0: --n-head)", 0);
+  cmd.add_option("--arch", arch,
+                 "a preset block: seed (the default), gpt2 (pre-norm, gelu, learned positions, causal, tied head) "
+                 "or llama (pre-norm, rmsnorm, rope, swiglu, no bias, causal); flags given beside it win");
+  block_flags = {
+      cmd.add_option("--activation", activation, "relu | gelu (exact erf) | swiglu (silu(gate) x up; --d-ff is the "
+                                                 "width of each, so linear1 has 2 x d-ff outputs)")
+          ->capture_default_str(),
+      cmd.add_option("--norm-first", m.norm_first, "pre-norm (true, adds encoder.norm) or post-norm (false)")
+          ->capture_default_str(),
+      cmd.add_option("--causal", m.causal, "causal attention mask")->capture_default_str(),
+      cmd.add_option("--pos-embedding", pos_embedding, "none | learned | rope (rotary, on q and k)")
+          ->capture_default_str(),
+      cmd.add_option("--norm", norm, "layernorm | rmsnorm (Llama's: no mean subtracted, no bias)")
+          ->capture_default_str(),
+      cmd.add_option("--bias", m.bias, "biases in every linear and LayerNorm (false: none)")->capture_default_str(),
+      cmd.add_option("--tie-embeddings", m.tie_embeddings,
+                     "the head's weight is the embedding's transpose (one parameter; its gradient sums both uses)")
+          ->capture_default_str()};
   cmd.add_option("--rope-theta", m.rope_theta, "RoPE's base (--pos-embedding rope)")->capture_default_str();
   add_int_option(cmd, "--max-seq-len", m.max_seq_len, "rows of the positional table; seq must not exceed it");
-  cmd.add_option("--norm", norm, "layernorm | rmsnorm (Llama's: no mean subtracted, no bias)")->capture_default_str();
-  cmd.add_option("--bias", m.bias, "biases in every linear and LayerNorm (false: none)")->capture_default_str();
-  cmd.add_option("--tie-embeddings", m.tie_embeddings,
-                 "the head's weight is the embedding's transpose (one parameter; its gradient sums both uses)")
-      ->capture_default_str();
   cmd.add_option("--layer-norm-eps", m.layer_norm_eps, "the norms' epsilon")->capture_default_str();
   cmd.add_option("--dropout", m.dropout, "dropout probability in [0, 1)")->capture_default_str();
   RunConfig& r = options.run;
@@ -108,6 +118,14 @@ void TrainFlags::finish() {
   o.model.activation = parse_activation(activation);
   o.model.pos_embedding = parse_pos_embedding(pos_embedding);
   o.model.norm = parse_norm(norm);
+  if (!arch.empty()) {
+    // the preset's value for each block flag not given on the command line
+    const ModelConfig preset = arch_preset(arch);
+    std::vector<std::string> given;
+    for (const CLI::Option* flag : block_flags)
+      if (flag->count() > 0) given.push_back(flag->get_name());
+    apply_block_preset(preset, given, o.model);
+  }
   o.model.validate();
   // The decaying schedules end at --steps; the constant one needs no end (0: resumable with any --steps).
   if (o.optimizer.schedule.kind != LrScheduleKind::Constant) o.optimizer.schedule.total_steps = o.run.steps;

@@ -5,6 +5,7 @@
 #pragma once
 #include <CLI/CLI.hpp>
 #include <string>
+#include <vector>
 
 #include "engine/backend_select.h"
 #include "engine/train_options.h"
@@ -16,7 +17,9 @@ struct TrainFlags {
   BackendChoice backend = BackendChoice::Auto;
   // Flags kept as text until finish() parses them, so that a bad value is one error naming it.
   std::string activation = "relu", pos_embedding = "none", norm = "layernorm", seed, precision = "fp32",
-      recompute = "none";
+      recompute = "none", arch;
+  // The block's flags that --arch presets: a flag given on the command line wins over the preset.
+  std::vector<CLI::Option*> block_flags;
 
   TrainFlags();  // the seed workload: its lr is 1e-4
   // Declares the model, run and optimizer flags, the step's and the loss scaler's, and --backend.

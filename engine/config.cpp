@@ -30,6 +30,9 @@ void ModelConfig::validate() const {
   require_positive(max_seq_len, "max_seq_len");
   require(d_model % n_head == 0, "invalid config: n_head (" + std::to_string(n_head) + ") must divide d_model (" +
                                      std::to_string(d_model) + ")");
+  require(n_kv_head >= 0 && (n_kv_head == 0 || n_head % n_kv_head == 0),
+          "invalid config: n_kv_head (" + std::to_string(n_kv_head) + ") must divide n_head (" +
+              std::to_string(n_head) + ")");
   require(std::isfinite(layer_norm_eps) && layer_norm_eps > 0,
           "invalid config: layer_norm_eps must be positive, got " + std::to_string(layer_norm_eps));
   require(std::isfinite(dropout) && dropout >= 0 && dropout < 1,
@@ -46,9 +49,11 @@ void ModelConfig::validate() const {
 
 double ModelConfig::parameter_count() const {
   const double C = d_model, F = d_ff, V = vocab_size;
-  const double linear_biases = bias ? 5.0 * C + F : 0.0;   // in_proj 3C, out_proj C, linear1 F, linear2 C
-  const double norm_params = norm_bias() ? 2.0 * C : C;     // weight, and bias for a LayerNorm with one
-  const double per_layer = 4.0 * C * C + 2.0 * C * F + linear_biases + 2.0 * norm_params;
+  const double QKV = (n_head + 2.0 * kv_heads()) * (d_model / n_head);  // 3C without grouped heads
+  const double F1 = activation == Activation::Swiglu ? 2.0 * F : F;      // linear1's outputs
+  const double linear_biases = bias ? QKV + 2.0 * C + F1 : 0.0;  // in_proj, out_proj, linear1, linear2
+  const double norm_params = norm_bias() ? 2.0 * C : C;           // weight, and bias for a LayerNorm with one
+  const double per_layer = QKV * C + C * C + F1 * C + C * F + linear_biases + 2.0 * norm_params;
   return V * C + (pos_embedding == PosEmbedding::Learned ? max_seq_len * C : 0.0) + n_layer * per_layer +
          (norm_first ? norm_params : 0.0) + (tie_embeddings ? 0.0 : V * C) + (bias ? V : 0.0);  // embedding,
                                                                    // positions, layers, encoder.norm, lm_head
@@ -83,10 +88,10 @@ void RunConfig::validate(const ModelConfig& model) const {
   require_positive(seq, "seq");
   require_positive(steps, "steps");
   require(seed >= 0, "invalid config: seed must be >= 0, got " + std::to_string(seed));
-  // The largest activation (B*T*max(V, F, 3C, T*NH): logits, FFN hidden, qkv, attention
+  // The largest activation (B*T*max(V, F or 2F, qkv, T*NH): logits, FFN hidden, qkv, attention
   // weights) must stay far from int64 overflow and from
   // what any machine holds: 2^40 elements.
-  const double widest = std::max({static_cast<double>(model.vocab_size), static_cast<double>(model.d_ff),
+  const double widest = std::max({static_cast<double>(model.vocab_size), static_cast<double>(model.ffn_in_width()),
                                   3.0 * model.d_model, static_cast<double>(seq) * model.n_head});
   require(static_cast<double>(batch) * seq * widest < std::ldexp(1.0, 40),
           "invalid config: batch x seq x width is beyond 2^40 elements");
@@ -94,7 +99,9 @@ void RunConfig::validate(const ModelConfig& model) const {
                                         std::to_string(model.max_seq_len) + ")");
 }
 
-const char* activation_name(Activation act) { return act == Activation::Relu ? "relu" : "gelu"; }
+const char* activation_name(Activation act) {
+  return act == Activation::Relu ? "relu" : act == Activation::Gelu ? "gelu" : "swiglu";
+}
 
 const char* norm_name(Norm norm) { return norm == Norm::LayerNorm ? "layernorm" : "rmsnorm"; }
 
@@ -102,6 +109,38 @@ Norm parse_norm(const std::string& name) {
   if (name == "layernorm") return Norm::LayerNorm;
   if (name == "rmsnorm") return Norm::RmsNorm;
   throw InputError("invalid config: unknown norm '" + name + "' (expected layernorm or rmsnorm)");
+}
+
+ModelConfig arch_preset(const std::string& name) {
+  ModelConfig c;  // the seed workload's block
+  if (name == "seed") return c;
+  c.norm_first = true;
+  c.causal = true;
+  if (name == "gpt2") {
+    c.activation = Activation::Gelu;
+    c.pos_embedding = PosEmbedding::Learned;
+    c.tie_embeddings = true;
+    return c;
+  }
+  if (name == "llama") {
+    c.norm = Norm::RmsNorm;
+    c.pos_embedding = PosEmbedding::Rope;
+    c.activation = Activation::Swiglu;
+    c.bias = false;
+    return c;
+  }
+  throw InputError("invalid config: unknown --arch '" + printable(name) + "' (expected seed, gpt2 or llama)");
+}
+
+void apply_block_preset(const ModelConfig& preset, const std::vector<std::string>& given, ModelConfig& model) {
+  auto free = [&given](const char* flag) { return std::find(given.begin(), given.end(), flag) == given.end(); };
+  if (free("--activation")) model.activation = preset.activation;
+  if (free("--norm-first")) model.norm_first = preset.norm_first;
+  if (free("--causal")) model.causal = preset.causal;
+  if (free("--pos-embedding")) model.pos_embedding = preset.pos_embedding;
+  if (free("--norm")) model.norm = preset.norm;
+  if (free("--bias")) model.bias = preset.bias;
+  if (free("--tie-embeddings")) model.tie_embeddings = preset.tie_embeddings;
 }
 
 const char* pos_embedding_name(PosEmbedding pos) {
@@ -173,7 +212,8 @@ Precision parse_precision(const std::string& name) {
 Activation parse_activation(const std::string& name) {
   if (name == "relu") return Activation::Relu;
   if (name == "gelu") return Activation::Gelu;
-  throw InputError("invalid config: unknown activation '" + name + "' (expected relu or gelu)");
+  if (name == "swiglu") return Activation::Swiglu;
+  throw InputError("invalid config: unknown activation '" + name + "' (expected relu, gelu or swiglu)");
 }
 
 const char* lr_schedule_name(LrScheduleKind kind) {
@@ -230,6 +270,7 @@ std::string model_config_to_json(const ModelConfig& c) {
   if (!c.bias) j["bias"] = false;
   if (c.tie_embeddings) j["tie_embeddings"] = true;
   if (c.pos_embedding == PosEmbedding::Rope) j["rope_theta"] = c.rope_theta;
+  if (c.kv_heads() != c.n_head) j["n_kv_head"] = c.n_kv_head;
   return j.dump();
 }
 
@@ -238,7 +279,7 @@ ModelConfig model_config_from_json(const std::string& text, const std::string& w
   // Fields that came later (the Llama-style block's): absent means the original family's value.
   auto has = [&object](const char* key) { return object.is_object() && object.contains(key); };
   const bool has_norm = has("norm"), has_bias = has("bias"), has_tie = has("tie_embeddings"),
-             has_theta = has("rope_theta");
+             has_theta = has("rope_theta"), has_kv = has("n_kv_head");
   JsonFields f(std::move(object), where);
   ModelConfig c;
   c.vocab_size = f.positive_int("vocab_size");
@@ -257,6 +298,7 @@ ModelConfig model_config_from_json(const std::string& text, const std::string& w
   if (has_bias) c.bias = f.boolean("bias");
   if (has_tie) c.tie_embeddings = f.boolean("tie_embeddings");
   if (has_theta) c.rope_theta = f.number_f32("rope_theta");
+  if (has_kv) c.n_kv_head = f.positive_int("n_kv_head");
   f.finish();
   validate_from(c, where);
   return c;

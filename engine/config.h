@@ -2,6 +2,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "base/input_error.h"
 #include "kernels/backend.h"
@@ -44,11 +45,23 @@ struct ModelConfig {
   bool bias = true;  // every linear (and LayerNorm) has a bias; false: none (RMSNorm never has one)
   bool tie_embeddings = false;  // the head's weight is the embedding's (one parameter, both uses' gradients)
   float rope_theta = 10000.0f;  // --rope-theta: RoPE's base (pos_embedding rope)
+  int n_kv_head = 0;  // --n-kv-head: key/value heads, dividing n_head (grouped-query attention); 0: n_head
 
   // Whether the norms, and the linears, have biases.
   bool norm_bias() const { return bias && norm == Norm::LayerNorm; }
 
   int head_dim() const { return d_model / n_head; }
+  int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
+  // in_proj's output per token: the q heads, then the k and v heads (kernels/common/qkv_layout.h)
+  int64_t qkv_width() const { return static_cast<int64_t>(n_head + 2 * kv_heads()) * head_dim(); }
+  // linear1's output per token: d_ff, or gate and up (2 d_ff) for SwiGLU
+  int64_t ffn_in_width() const { return activation == Activation::Swiglu ? 2 * int64_t{d_ff} : d_ff; }
+  // Llama's block (pre-norm, RMSNorm, rotary positions, SwiGLU, no biases): its parameters take
+  // the names of Hugging Face's LlamaForCausalLM (engine/param_layout.h)
+  bool llama_block() const {
+    return norm_first && norm == Norm::RmsNorm && pos_embedding == PosEmbedding::Rope &&
+           activation == Activation::Swiglu && !bias;
+  }
   // The number of parameters (ParamLayout's total). In double, so that validate() can call it
   // on any config to refuse models beyond 2^40; exact for every config that passes.
   double parameter_count() const;
@@ -88,6 +101,16 @@ LrScheduleKind parse_lr_schedule(const std::string& name);   // throws InputErro
 PosEmbedding parse_pos_embedding(const std::string& name);   // throws InputError
 const char* norm_name(Norm norm);                           // "layernorm", "rmsnorm"
 Norm parse_norm(const std::string& name);                   // throws InputError
+
+// --arch: a named block, the block fields of a ModelConfig (activation, norm_first, causal,
+// pos_embedding, norm, bias, tie_embeddings) set as that family has them: "seed" (the
+// default: nn.TransformerEncoder's), "gpt2" (pre-norm, GELU, learned positions, causal, head
+// tied to the embedding), "llama" (pre-norm, RMSNorm, rotary positions, SwiGLU, no biases,
+// causal). Throws InputError naming the flag for another name.
+ModelConfig arch_preset(const std::string& name);
+// Copies the preset's block fields into `model`, except those whose flag (--activation,
+// --norm-first, --causal, --pos-embedding, --norm, --bias, --tie-embeddings) is in `given`.
+void apply_block_preset(const ModelConfig& preset, const std::vector<std::string>& given, ModelConfig& model);
 
 // The reference format's JSON spelling (see docs/reference-format.md). The readers check
 // every field's type and range (base/checked_input.h), refuse unknown fields, then

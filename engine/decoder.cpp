@@ -36,18 +36,19 @@ int positive_batch(int B) {
 
 ArenaPlan Decoder::plan(const ModelConfig& c, int B) {
   const int64_t C = c.d_model, F = c.d_ff, V = c.vocab_size;
+  const int64_t KC = static_cast<int64_t>(c.kv_heads()) * c.head_dim();  // a cache row: the k (or v) heads
   ArenaPlan plan;
   plan.add("params", DType::F32, {ParamLayout(c).total()});
   for (int l = 0; l < c.n_layer; ++l) {
-    plan.add(layer_name(l, "k_cache"), DType::F32, {B, c.max_seq_len, C});
-    plan.add(layer_name(l, "v_cache"), DType::F32, {B, c.max_seq_len, C});
+    plan.add(layer_name(l, "k_cache"), DType::F32, {B, c.max_seq_len, KC});
+    plan.add(layer_name(l, "v_cache"), DType::F32, {B, c.max_seq_len, KC});
   }
   plan.add("tokens", DType::I32, {B, 1});
   for (const char* name : {"x", "ln", "att", "branch", "res"}) plan.add(name, DType::F32, {B, C});
   if (c.norm == Norm::LayerNorm) plan.add("ln_mean", DType::F32, {B});  // RMSNorm keeps no mean
   plan.add("ln_rstd", DType::F32, {B});
-  plan.add("qkv", DType::F32, {B, 3 * C});
-  plan.add("h_pre", DType::F32, {B, F});
+  plan.add("qkv", DType::F32, {B, c.qkv_width()});
+  plan.add("h_pre", DType::F32, {B, c.ffn_in_width()});
   plan.add("h", DType::F32, {B, F});
   plan.add("logits", DType::F32, {B, V});
   return plan;
@@ -133,8 +134,8 @@ void Decoder::layer_step(int l, int position) {
   }
   backend_.linear_forward(qkv_, sa_in, w.in_proj_weight, w.in_proj_bias);
   if (config_.pos_embedding == PosEmbedding::Rope)  // the new token's q and k turned by its position
-    backend_.rope_forward(Tensor{qkv_.data, qkv_.dtype, Shape{B_, 1, qkv_.shape[1]}}, config_.n_head, position,
-                          config_.rope_theta);
+    backend_.rope_forward(Tensor{qkv_.data, qkv_.dtype, Shape{B_, 1, qkv_.shape[1]}}, config_.n_head,
+                          config_.kv_heads(), position, config_.rope_theta);
   backend_.kv_cache_append(caches_[l].k, caches_[l].v, qkv_, position);
   backend_.attention_decode(att_, qkv_, caches_[l].k, caches_[l].v, position, config_.n_head);
   backend_.linear_forward(branch_, att_, w.out_proj_weight, w.out_proj_bias);

@@ -17,8 +17,8 @@ bool ends_with(const std::string& s, const std::string& suffix) {
 
 // A stream id per parameter that ignores the layer index, so all layers draw the same values.
 uint32_t init_stream_id(const std::string& name) {
-  static const std::regex layer_index(R"(^encoder\.layers\.\d+\.)");
-  const std::string shared = std::regex_replace(name, layer_index, "encoder.layers.*.");
+  static const std::regex layer_index(R"(^(encoder|model)\.layers\.\d+\.)");
+  const std::string shared = std::regex_replace(name, layer_index, "$1.layers.*.");
   uint32_t hash = 2166136261u;  // FNV-1a: a fixed hash, so inits agree across compilers
   for (unsigned char ch : shared) hash = (hash ^ ch) * 16777619u;
   return hash;
@@ -39,7 +39,7 @@ std::vector<float> init_params(const ParamLayout& layout, uint64_t seed) {
       for (int64_t i = 0; i < n; ++i) dst[i] = value;
     };
     const bool is_layernorm = p.name.find("norm") != std::string::npos;
-    if (p.name == "embed.weight" || p.name == "pos_embed.weight") {
+    if (p.name == "embed.weight" || p.name == "model.embed_tokens.weight" || p.name == "pos_embed.weight") {
       for (int64_t i = 0; i < n; ++i) dst[i] = rng_normal(seed, RngStream::Init, id, i);
     } else if (is_layernorm) {
       fill(ends_with(p.name, ".weight") ? 1.0f : 0.0f);

@@ -54,8 +54,9 @@ ArenaPlan Model::plan_activations(const ModelConfig& c, int B, int T, DType act,
     if (what == "ln1_mean" || what == "ln1_rstd" || what == "ln2_mean" || what == "ln2_rstd")
       return {DType::F32, Shape{N}};
     if (what == "lse") return {DType::F32, Shape{B, NH, T}};  // attention's row statistics, not (B,NH,T,T)
-    if (what == "qkv") return {act, Shape{N, 3 * C}};
-    if (what == "h_pre" || what == "h") return {act, Shape{N, F}};
+    if (what == "qkv") return {act, Shape{N, c.qkv_width()}};  // 3C, less with grouped key/value heads
+    if (what == "h_pre") return {act, Shape{N, c.ffn_in_width()}};  // SwiGLU: gate and up, 2F
+    if (what == "h") return {act, Shape{N, F}};
     return {act, Shape{N, C}};
   };
   ArenaPlan plan;
@@ -79,7 +80,7 @@ ArenaPlan Model::plan_activations(const ModelConfig& c, int B, int T, DType act,
   }
   plan.add("logits", act, {N, V});
   for (const char* name : {"d_scratch1", "d_scratch2", "d_scratch3", "d_residual"}) plan.add(name, act, {N, C});
-  plan.add("d_qkv", act, {N, 3 * C});
+  plan.add("d_qkv", act, {N, c.qkv_width()});
   plan.add("dout_dot_out", DType::F32, {B, NH, T});  // attention backward's D = rowsum(dout * out)
   plan.add("d_h", act, {N, F});
   return plan;
@@ -148,7 +149,7 @@ Tensor Model::by_token(Tensor rows) const {
 }
 
 AttentionShape Model::attention_shape() const {
-  return AttentionShape{B_, T_, config_.n_head, config_.head_dim(), config_.causal};
+  return AttentionShape{B_, T_, config_.n_head, config_.head_dim(), config_.causal, config_.kv_heads()};
 }
 
 // The buffer layer_output_buffer names (never shared under --recompute layer).
@@ -190,7 +191,7 @@ void Model::layer_forward(int l, const DropoutContext& ctx) {
   }
   backend_.linear_forward(a.qkv, sa_in, w.in_proj_weight, w.in_proj_bias);
   if (config_.pos_embedding == PosEmbedding::Rope)  // q and k turned by position, in place (kept turned)
-    backend_.rope_forward(by_token(a.qkv), config_.n_head, 0, config_.rope_theta);
+    backend_.rope_forward(by_token(a.qkv), config_.n_head, config_.kv_heads(), 0, config_.rope_theta);
   backend_.attention_forward(a.att, a.lse, a.qkv, attention_shape(), dropout(ctx, l, DropoutSite::AttentionWeights));
   backend_.linear_forward(branch, a.att, w.out_proj_weight, w.out_proj_bias);
 
@@ -229,8 +230,11 @@ void Model::ffn_hidden_forward(int l, const DropoutContext& ctx) {
 void Model::backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_scale, int64_t mean_over,
                      const DropoutContext& ctx, ParamGrads grads,
                      const std::function<void(int64_t)>& grads_ready) {
-  auto ready_from = [&](const char* first_param) {  // (null: no parameter was finished)
-    if (grads_ready && first_param) grads_ready(layout_.find(first_param).offset);
+  // every gradient from this one's first element on is final (null data: none was finished)
+  auto ready_from = [&](const Tensor& first_grad) {
+    if (grads_ready && first_grad.data)
+      grads_ready((static_cast<const char*>(first_grad.data) - static_cast<const char*>(grads_flat_.data)) /
+                  static_cast<int64_t>(sizeof(float)));
   };
   // logits -> dlogits in place; losses per token for the log
   {
@@ -248,14 +252,14 @@ void Model::backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_
   }
   // finished now: the final norm and the head's parameters after it; with tied embeddings the
   // head's weight is embed.weight, which the embedding's backward adds to last
-  const char* head_params = config_.tie_embeddings ? (config_.bias ? "lm_head.bias" : nullptr) : "lm_head.weight";
-  ready_from(config_.norm_first ? "encoder.norm.weight" : head_params);
+  const Tensor head_params = config_.tie_embeddings ? g_.lm_head_bias : g_.lm_head_weight;
+  ready_from(config_.norm_first ? g_.norm_weight : head_params);
   for (int l = config_.n_layer - 1; l >= 0; --l) {
     {
       const BackendRange layer(backend_, "layer " + std::to_string(l));
       layer_backward(l, d, ctx, grads);
     }
-    ready_from(("encoder.layers." + std::to_string(l) + ".self_attn.in_proj_weight").c_str());
+    ready_from(g_.layers[l].in_proj_weight);
   }
   ParamGrads embedding_grads = grads;
   if (config_.tie_embeddings) {
@@ -266,7 +270,7 @@ void Model::backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_
     embedding_grads = ParamGrads::Add;
   }
   backend_.embedding_backward(g_.embed, g_.pos_embed, d, tokens, embedding_grads);
-  ready_from("embed.weight");
+  ready_from(g_.embed);
 }
 
 // d (N,C): in, the gradient of the layer output; out, the gradient of the layer input.
@@ -313,7 +317,7 @@ void Model::layer_backward(int l, Tensor d, const DropoutContext& ctx, ParamGrad
   backend_.attention_backward(d_qkv_, dout_dot_out_, d_att, a.qkv, a.att, a.lse, attention_shape(),
                               dropout(ctx, l, DropoutSite::AttentionWeights));
   if (config_.pos_embedding == PosEmbedding::Rope)  // the gradients of the unturned q and k
-    backend_.rope_backward(by_token(d_qkv_), config_.n_head, 0, config_.rope_theta);
+    backend_.rope_backward(by_token(d_qkv_), config_.n_head, config_.kv_heads(), 0, config_.rope_theta);
   if (!config_.norm_first) {
     // x feeds in_proj and the residual: d = d res1 (in d already) + in_proj's input gradient
     backend_.linear_backward(d, g.in_proj_weight, g.in_proj_bias, d_qkv_, sa_in, w.in_proj_weight, grads,
@@ -335,9 +339,12 @@ void Model::ffn_backward(int l, Tensor d_branch, const DropoutContext& ctx, Para
   const Tensor ff_in = config_.norm_first ? a.ln2 : a.ln1;
   backend_.linear_backward(d_h_, g.linear2_weight, g.linear2_bias, d_branch, a.h, w.linear2_weight, grads,
                            InputGrad::Write);
-  backend_.activation_dropout_backward(d_h_, d_h_, a.h_pre, config_.activation,
+  // the pre-activation's gradient: in place over d_h (n to n), or, for SwiGLU (N,F) to (N,2F),
+  // over h_pre itself, which nothing reads after this
+  const Tensor d_h_pre = config_.activation == Activation::Swiglu ? a.h_pre : d_h_;
+  backend_.activation_dropout_backward(d_h_pre, d_h_, a.h_pre, config_.activation,
                                        dropout(ctx, l, DropoutSite::FfnHidden));
-  backend_.linear_backward(d_branch, g.linear1_weight, g.linear1_bias, d_h_, ff_in, w.linear1_weight, grads,
+  backend_.linear_backward(d_branch, g.linear1_weight, g.linear1_bias, d_h_pre, ff_in, w.linear1_weight, grads,
                            InputGrad::Write);
 }
 

@@ -10,7 +10,8 @@
 namespace tt {
 
 struct ParamInfo {
-  std::string name;  // PyTorch state_dict name, e.g. "encoder.layers.0.linear1.weight"
+  std::string name;  // PyTorch state_dict name, e.g. "encoder.layers.0.linear1.weight" (the Llama
+                     // block: Hugging Face's, "model.layers.0.mlp.gate_proj.weight")
   Shape shape;
   int64_t offset;    // in elements from the start of the flat buffer
 };

@@ -24,10 +24,14 @@
 #include "kernels/common/adamw_update.h"
 #include "kernels/common/loss_scaler.h"
 #include "kernels/common/philox.h"
+#include "kernels/common/qkv_layout.h"
 
 namespace tt {
 
-enum class Activation { Relu, Gelu };
+// The FFN's activation. Relu and Gelu map each element of the hidden layer (N,F) to one
+// output. Swiglu (Llama's gated unit) takes a pre-activation twice as wide, (N,2F) as
+// [gate | up] per row, and gives silu(gate) * up (N,F): linear1 holds both projections.
+enum class Activation { Relu, Gelu, Swiglu };
 
 // How a backward op writes the parameter gradients it produces: the first micro-batch of a
 // step writes them (Write: the step needs no memset of the gradients first), later
@@ -37,9 +41,16 @@ enum class ParamGrads { Write, Add };
 // residual connection and its gradient is the sum of both paths (the GEMM adds it: beta = 1).
 enum class InputGrad { Write, Add };
 
+// One attention core's shape. The packed qkv of a token holds NH query heads, then KVH key
+// heads, then KVH value heads, HS channels each (kernels/common/qkv_layout.h); query head h
+// reads key/value head h / (NH / KVH). KVH 0 (or NH): every query head has its own key and
+// value (multi-head); 1: multi-query; between: grouped-query attention (--n-kv-head).
 struct AttentionShape {
   int B, T, NH, HS;
   bool causal;
+  int KVH = 0;
+  int kv_heads() const { return KVH > 0 ? KVH : NH; }
+  QkvLayout layout() const { return QkvLayout{NH, kv_heads(), HS}; }
 };
 
 // The loss scaler's state (kernels/common/loss_scaler.h), in backend memory so that one
@@ -145,28 +156,30 @@ class Backend {
                                   const AttentionShape& s, const DropoutMask& dropout) = 0;
 
   // ---- rotary position embedding (--pos-embedding rope), in place on q and k ----
-  // qkv (B,T,3C) packed [q|k|v] with NH heads: each head's q and k at token t turned by
-  // position first_pos + t (kernels/common/rope.h: the pairs (i, i + HS/2), Hugging Face's
+  // qkv (B,T,W) packed [q|k|v] with NH query and KVH key/value heads (kernels/common/
+  // qkv_layout.h; W = (NH + 2 KVH) HS): each query and key head at token t turned by position
+  // first_pos + t (kernels/common/rope.h: the pairs (i, i + HS/2), Hugging Face's
   // rotate-half); v untouched. HS even.
-  virtual void rope_forward(Tensor qkv, int NH, int first_pos, float theta) = 0;
-  // dqkv (B,T,3C): the q and k gradients turned back by the same angles (the transpose of the
+  virtual void rope_forward(Tensor qkv, int NH, int KVH, int first_pos, float theta) = 0;
+  // dqkv (B,T,W): the q and k gradients turned back by the same angles (the transpose of the
   // forward's turn), in place; the v part untouched.
-  virtual void rope_backward(Tensor dqkv, int NH, int first_pos, float theta) = 0;
+  virtual void rope_backward(Tensor dqkv, int NH, int KVH, int first_pos, float theta) = 0;
 
   // ---- incremental decoding with a KV cache (inference, causal models; engine/decoder.h) ----
   // One new token per sequence: its keys and values join the layer's cache, and its query
   // attends over the cache instead of the whole sequence being recomputed. A cache holds
-  // (B,maxT,C): the keys (or values) of every position so far, heads side by side in C as in
-  // qkv. Inference only, so no backward. Both backends implement them; the defaults (a
+  // (B,maxT,KC): the keys (or values) of every position so far, heads side by side as in qkv
+  // (KC = C, or KVH HS with grouped key/value heads). Inference only, so no backward. Both backends implement them; the defaults (a
   // logic_error) only spare wrappers that never decode (tests' recording backends) the stubs.
-  // qkv (B,3C) the new token's packed [q|k|v] at position pos -> k_cache[:,pos,:] = its k,
-  // v_cache[:,pos,:] = its v (B,maxT,C); nothing else of the caches changes
+  // qkv (B,C+2KC) the new token's packed [q|k|v] at position pos -> k_cache[:,pos,:] = its k,
+  // v_cache[:,pos,:] = its v (B,maxT,KC); nothing else of the caches changes
   virtual void kv_cache_append(Tensor /*k_cache*/, Tensor /*v_cache*/, Tensor /*qkv*/, int /*pos*/) {
     throw std::logic_error(name() + " backend: no kv_cache_append (incremental decoding)");
   }
-  // qkv (B,3C) (its q part is read), k_cache, v_cache (B,maxT,C) holding positions [0,pos]
-  // -> out (B,C) heads merged: per head of NH, softmax(q k^T / sqrt(HS)) over positions
-  // 0..pos (fp32) times v. Positions past pos are never read. No dropout.
+  // qkv (B,C+2KC) (its q part is read), k_cache, v_cache (B,maxT,KC) holding positions
+  // [0,pos] -> out (B,C) heads merged: per query head of NH (HS = C/NH, KC/HS key/value heads
+  // shared in groups as in attention_forward), softmax(q k^T / sqrt(HS)) over positions 0..pos
+  // (fp32) times v. Positions past pos are never read. No dropout.
   virtual void attention_decode(Tensor /*out*/, Tensor /*qkv*/, Tensor /*k_cache*/, Tensor /*v_cache*/, int /*pos*/,
                                 int /*NH*/) {
     throw std::logic_error(name() + " backend: no attention_decode (incremental decoding)");
@@ -222,9 +235,10 @@ class Backend {
   }
 
   // ---- elementwise ----
-  // inp (n) -> out (n)
+  // inp (n) -> out (n). Swiglu: inp (N,2F) [gate | up] -> out (N,F) (kernels/common/swiglu.h)
   virtual void activation_forward(Tensor out, Tensor inp, Activation act) = 0;
-  // dout (n), inp (n) the pre-activation -> dinp (n); dinp may alias dout
+  // dout (n), inp (n) the pre-activation -> dinp (n); dinp may alias dout. Swiglu: dout (N,F),
+  // inp (N,2F) -> dinp (N,2F) [dgate | dup], which may alias inp (not dout)
   virtual void activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) = 0;
   // inp (n) -> out (n), may alias; identity when p == 0
   virtual void dropout_forward(Tensor out, Tensor inp, const DropoutMask& dropout) = 0;
@@ -238,9 +252,12 @@ class Backend {
     dropout_forward(out, out, dropout);
   }
   // its gradient: dout (n), inp (n) the pre-activation -> dinp (n) = act'(inp) (mask dout);
-  // dinp may alias dout
+  // dinp may alias dout. Swiglu's shapes as in activation_backward: a backend runs SwiGLU with
+  // its dropout as one op of its own, rounding each output once (the default's two ops could
+  // not: dinp is twice dout's size).
   virtual void activation_dropout_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act,
                                            const DropoutMask& dropout) {
+    if (act == Activation::Swiglu) throw std::logic_error(name() + " backend: no fused SwiGLU dropout backward");
     dropout_backward(dinp, dout, dropout);
     activation_backward(dinp, dinp, inp, act);
   }
@@ -303,22 +320,42 @@ class BackendRange {
   Backend& backend_;
 };
 
+// SwiGLU's views, checked by every backend: out (..., F) and inp (..., 2F) with the same rows.
+// Returns F. Throws std::invalid_argument naming the op.
+inline int64_t check_swiglu_views(const char* op, const Tensor& out, const Tensor& inp) {
+  const int64_t F = out.shape.rank > 0 ? out.shape[out.shape.rank - 1] : 0;
+  const int64_t inp_last = inp.shape.rank > 0 ? inp.shape[inp.shape.rank - 1] : -1;
+  if (inp_last != 2 * F || inp.numel() != 2 * out.numel())
+    throw std::invalid_argument(std::string(op) + ": input " + inp.shape.str() + " is not [gate | up] for output " +
+                                out.shape.str() + " (inp (N,2F), out (N,F))");
+  return F;
+}
+
 // The views of kv_cache_append and attention_decode against each other, checked by every
 // backend before it touches memory (a position past the cache would write outside it): caches
-// (B,maxT,C) of one shape, qkv (B,3C), one storage dtype, 0 <= pos < maxT, and NH heads
-// dividing C (kv_cache_append passes 1). Throws std::invalid_argument naming the op.
-inline void check_decode_views(const char* op, const Tensor& k_cache, const Tensor& v_cache, const Tensor& qkv,
-                               int pos, int NH) {
+// (B,maxT,KC) of one shape, qkv (B,C+2KC) with C >= KC, one storage dtype, 0 <= pos < maxT;
+// with NH > 0 (attention_decode) also NH heads dividing C into HS, and KC/HS key/value heads
+// dividing NH. Returns the qkv row's layout (with NH 0, the widths alone: all zero). Throws
+// std::invalid_argument naming the op.
+inline QkvLayout check_decode_views(const char* op, const Tensor& k_cache, const Tensor& v_cache, const Tensor& qkv,
+                                    int pos, int NH) {
   const Shape& s = k_cache.shape;
-  if (s.rank != 3 || v_cache.shape != s || qkv.shape != Shape{s[0], 3 * s[2]} || pos < 0 || pos >= s[1] ||
-      NH <= 0 || s[2] % NH != 0)
+  const int64_t KC = s.rank == 3 ? s[2] : 0, C = qkv.shape.rank == 2 ? qkv.shape[1] - 2 * KC : 0;
+  const int heads = NH > 0 ? NH : 1;
+  const int64_t HS = C > 0 && C % heads == 0 ? C / heads : 0;
+  const bool heads_fit = HS > 0 && KC % HS == 0 && KC > 0 && (NH <= 0 || NH % (KC / HS) == 0);
+  if (s.rank != 3 || v_cache.shape != s || qkv.shape.rank != 2 || qkv.shape[0] != s[0] || C < KC || pos < 0 ||
+      pos >= s[1] || (NH > 0 && !heads_fit))
     throw std::invalid_argument(std::string(op) + ": caches " + s.str() + " and " + v_cache.shape.str() + ", qkv " +
                                 qkv.shape.str() + ", position " + std::to_string(pos) + ", " + std::to_string(NH) +
-                                " heads do not fit (caches (B,maxT,C), qkv (B,3C), 0 <= pos < maxT, NH divides C)");
+                                " heads do not fit (caches (B,maxT,KC), qkv (B,C+2KC), 0 <= pos < maxT, NH heads "
+                                "of C, KC a whole number of heads dividing NH)");
   if (v_cache.dtype != k_cache.dtype || qkv.dtype != k_cache.dtype)
     throw std::invalid_argument(std::string(op) + ": caches " + dtype_name(k_cache.dtype) + " and " +
                                 dtype_name(v_cache.dtype) + ", qkv " + dtype_name(qkv.dtype) +
                                 ": they share one storage dtype");
+  if (NH <= 0) return QkvLayout{};  // widths only (kv_cache_append): no heads to lay out
+  return QkvLayout{NH, static_cast<int>(KC / HS), static_cast<int>(HS)};
 }
 
 }  // namespace tt

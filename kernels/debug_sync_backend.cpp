@@ -156,12 +156,12 @@ void DebugSyncBackend::activation_dropout_backward(Tensor dinp, Tensor dout, Ten
           [&] { inner_->activation_dropout_backward(dinp, dout, inp, act, dropout); });
 }
 
-void DebugSyncBackend::rope_forward(Tensor qkv, int NH, int first_pos, float theta) {
-  checked("rope_forward", {{"qkv", qkv}}, [&] { inner_->rope_forward(qkv, NH, first_pos, theta); });
+void DebugSyncBackend::rope_forward(Tensor qkv, int NH, int KVH, int first_pos, float theta) {
+  checked("rope_forward", {{"qkv", qkv}}, [&] { inner_->rope_forward(qkv, NH, KVH, first_pos, theta); });
 }
 
-void DebugSyncBackend::rope_backward(Tensor dqkv, int NH, int first_pos, float theta) {
-  checked("rope_backward", {{"dqkv", dqkv}}, [&] { inner_->rope_backward(dqkv, NH, first_pos, theta); });
+void DebugSyncBackend::rope_backward(Tensor dqkv, int NH, int KVH, int first_pos, float theta) {
+  checked("rope_backward", {{"dqkv", dqkv}}, [&] { inner_->rope_backward(dqkv, NH, KVH, first_pos, theta); });
 }
 
 void DebugSyncBackend::residual_forward(Tensor out, Tensor a, Tensor b) {

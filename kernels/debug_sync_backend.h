@@ -72,8 +72,8 @@ class DebugSyncBackend final : public Backend {
   void activation_dropout_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act,
                                    const DropoutMask& dropout) override;
   void residual_forward(Tensor out, Tensor a, Tensor b) override;
-  void rope_forward(Tensor qkv, int NH, int first_pos, float theta) override;
-  void rope_backward(Tensor dqkv, int NH, int first_pos, float theta) override;
+  void rope_forward(Tensor qkv, int NH, int KVH, int first_pos, float theta) override;
+  void rope_backward(Tensor dqkv, int NH, int KVH, int first_pos, float theta) override;
   void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
                                       Tensor dloss_scale, int64_t mean_over) override;
   void cast(Tensor dst, Tensor src) override;

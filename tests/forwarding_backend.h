@@ -95,11 +95,11 @@ class ForwardingBackend : public Backend {
     inner_->activation_dropout_backward(dinp, dout, inp, act, d);
   }
   void residual_forward(Tensor out, Tensor a, Tensor b) override { inner_->residual_forward(out, a, b); }
-  void rope_forward(Tensor qkv, int NH, int first_pos, float theta) override {
-    inner_->rope_forward(qkv, NH, first_pos, theta);
+  void rope_forward(Tensor qkv, int NH, int KVH, int first_pos, float theta) override {
+    inner_->rope_forward(qkv, NH, KVH, first_pos, theta);
   }
-  void rope_backward(Tensor dqkv, int NH, int first_pos, float theta) override {
-    inner_->rope_backward(dqkv, NH, first_pos, theta);
+  void rope_backward(Tensor dqkv, int NH, int KVH, int first_pos, float theta) override {
+    inner_->rope_backward(dqkv, NH, KVH, first_pos, theta);
   }
   void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
                                       Tensor dloss_scale, int64_t mean_over) override {

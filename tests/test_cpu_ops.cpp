@@ -644,34 +644,38 @@ TEST_F(CpuOps, RmsNormMatchesDoubleReferenceAndFiniteDifferences) {
 }
 
 // RoPE against a double reference of Hugging Face's rotate-half, and its backward as the
-// forward's transpose: <R q, g> = <q, R^T g> for random q and g (the op is linear).
+// forward's transpose: <R q, g> = <q, R^T g> for random q and g (the op is linear). With a
+// key/value head per query head, and with the 3 query heads sharing one (only 4 heads turn).
 TEST_F(CpuOps, RopeTurnsPairsByPositionAndItsBackwardIsTheTranspose) {
-  const int B = 2, T = 5, NH = 3, HS = 8, C = NH * HS, first_pos = 3;
+  const int B = 2, T = 5, NH = 3, HS = 8, first_pos = 3;
   const float theta = 10000.0f;
-  const std::vector<float> x = random_floats(B * T * 3 * C, 51), g = random_floats(B * T * 3 * C, 52);
-  std::vector<float> turned = x, back = g;
-  backend->rope_forward(f32_view(turned, {B, T, 3 * C}), NH, first_pos, theta);
-  backend->rope_backward(f32_view(back, {B, T, 3 * C}), NH, first_pos, theta);
-  std::vector<double> want(x.begin(), x.end());
-  for (int b = 0; b < B; ++b)
-    for (int t = 0; t < T; ++t)
-      for (int part = 0; part < 2; ++part)  // q and k; v stays
-        for (int h = 0; h < NH; ++h)
+  for (int KVH : {NH, 1}) {
+    SCOPED_TRACE("KVH " + std::to_string(KVH));
+    const int W = (NH + 2 * KVH) * HS;
+    const std::vector<float> x = random_floats(B * T * W, 51), g = random_floats(B * T * W, 52);
+    std::vector<float> turned = x, back = g;
+    backend->rope_forward(f32_view(turned, {B, T, W}), NH, KVH, first_pos, theta);
+    backend->rope_backward(f32_view(back, {B, T, W}), NH, KVH, first_pos, theta);
+    std::vector<double> want(x.begin(), x.end());
+    for (int b = 0; b < B; ++b)
+      for (int t = 0; t < T; ++t)
+        for (int h = 0; h < NH + KVH; ++h)  // the q heads, then the k heads; v stays
           for (int i = 0; i < HS / 2; ++i) {
-            const size_t at = (static_cast<size_t>(b) * T + t) * 3 * C + part * C + h * HS + i;
+            const size_t at = (static_cast<size_t>(b) * T + t) * W + h * HS + i;
             const double angle = (first_pos + t) * std::pow(10000.0, -2.0 * i / HS);
             const double a = x[at], c = x[at + HS / 2];
             want[at] = a * std::cos(angle) - c * std::sin(angle);
             want[at + HS / 2] = c * std::cos(angle) + a * std::sin(angle);
           }
-  // two products and a sum, cos and sin rounded once to fp32: a few u
-  expect_rel_close("rope fwd", turned, want, 4 * kEps32);
-  double lhs = 0.0, rhs = 0.0;
-  for (size_t i = 0; i < x.size(); ++i) {
-    lhs += static_cast<double>(turned[i]) * g[i];
-    rhs += static_cast<double>(x[i]) * back[i];
+    // two products and a sum, cos and sin rounded once to fp32: a few u
+    expect_rel_close("rope fwd", turned, want, 4 * kEps32);
+    double lhs = 0.0, rhs = 0.0;
+    for (size_t i = 0; i < x.size(); ++i) {
+      lhs += static_cast<double>(turned[i]) * g[i];
+      rhs += static_cast<double>(x[i]) * back[i];
+    }
+    EXPECT_NEAR(lhs, rhs, 1e-5 * std::fabs(lhs) + 1e-5) << "the backward is not the forward's transpose";
   }
-  EXPECT_NEAR(lhs, rhs, 1e-5 * std::fabs(lhs) + 1e-5) << "the backward is not the forward's transpose";
 }
 
 TEST_F(CpuOps, LayerNormBackwardAccumulatesParamsAndOverwritesInput) {

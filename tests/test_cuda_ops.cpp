@@ -701,8 +701,8 @@ std::vector<CaseSpec> rope_cases(DType act = DType::F32) {
                        const int back = c.inout("dqkv (turned back)", {p.B, p.T, 3 * C},
                                                 test::random_floats(p.B * p.T * 3 * C, 62), kElementwiseTol);
                        c.run = [=](Backend& be, const std::vector<Tensor>& v) {
-                         be.rope_forward(v[turned], p.NH, p.first_pos, p.theta);
-                         be.rope_backward(v[back], p.NH, p.first_pos, p.theta);
+                         be.rope_forward(v[turned], p.NH, p.NH, p.first_pos, p.theta);
+                         be.rope_backward(v[back], p.NH, p.NH, p.first_pos, p.theta);
                        };
                        return c;
                      }});

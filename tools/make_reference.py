@@ -33,7 +33,7 @@ import torch.nn as nn
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from model_flags import OneLineParser, add_model_flags, model_config  # noqa: E402
 from tinytrain_model import (CONFIG_KEYS, SEED_CONFIG, block_options, build_model, load_parameters,  # noqa: E402
-                             pre_activation_modules, validate_config)
+                             kv_heads, pre_activation_modules, validate_config)
 
 FORMAT = "tinytrain-reference"
 VERSION = "1"
@@ -281,19 +281,21 @@ def error_ratio(got, want, tol):
     return worst / tol if tol > 0 else math.inf
 
 
-def key_bias_rows(name, d_model):
+def key_bias_rows(name, cfg):
     """The rows of parameter tensor `name` whose exact gradient is 0, else None.
 
-    Only the key part of in_proj_bias (rows d_model..2*d_model): adding one value to every
+    Only the key part of in_proj_bias (rows d_model..d_model + the key heads' width): adding one value to every
     score of a softmax row changes nothing. An fp32 reference holds rounding noise (~1e-10)
     there, which AdamW turns into moves of ~lr*|g|/eps in an arbitrary direction, for every
     seed alike (tests/data/README.md); no seed can fix it, so the check reports these rows
     apart and does not hold them to CONDITION_LIMIT.
     """
-    return slice(d_model, 2 * d_model) if name.endswith(".in_proj_bias") else None
+    d_model = cfg["d_model"]
+    key_width = kv_heads(cfg) * (d_model // cfg["n_head"])
+    return slice(d_model, d_model + key_width) if name.endswith(".in_proj_bias") else None
 
 
-def conditioning_ratios(ref32, ref64, opt, steps, d_model):
+def conditioning_ratios(ref32, ref64, opt, steps, cfg):
     """{category: (worst error/tolerance, where)} of the fp32 reference against float64.
 
     Categories and tolerances are verify's: logits0 and each step's loss absolute;
@@ -324,7 +326,7 @@ def conditioning_ratios(ref32, ref64, opt, steps, d_model):
         else:
             continue
         t64 = ref64[name]
-        rows = key_bias_rows(name, d_model)
+        rows = key_bias_rows(name, cfg)
         if rows is None:
             note(category, name, error_ratio(t32, t64, tol))
         else:
@@ -354,7 +356,7 @@ def smallest_margin(margins, steps=None):
 def fp64_check(cfg, opt, ref32, steps):
     """Run the conditioning check; return (passed, one-line message)."""
     ref64, margins = replay_float64(cfg, opt, ref32)
-    worst = conditioning_ratios(ref32, ref64, opt, steps, cfg["d_model"])
+    worst = conditioning_ratios(ref32, ref64, opt, steps, cfg)
     ratio, where = max(worst[c] for c in CHECKED)
     if not ratio <= CONDITION_LIMIT:
         margin, step, _ = smallest_margin(margins, steps_behind(where, steps))

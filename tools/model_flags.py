@@ -13,7 +13,8 @@ _MODEL_FLAGS = (
     ("--n-head", "n_head", int),
     ("--n-layer", "n_layer", int),
     ("--d-ff", "d_ff", int),
-    ("--activation", "activation", ("relu", "gelu")),
+    ("--activation", "activation", ("relu", "gelu", "swiglu")),
+    ("--n-kv-head", "n_kv_head", int),
     ("--norm-first", "norm_first", bool),
     ("--causal", "causal", bool),
     ("--pos-embedding", "pos_embedding", ("none", "learned", "rope")),
@@ -25,6 +26,18 @@ _MODEL_FLAGS = (
     ("--bias", "bias", bool),
     ("--tie-embeddings", "tie_embeddings", bool),
 )
+
+
+# --arch: the block fields each preset sets, as engine/config.cpp's arch_preset; a flag given
+# beside it wins.
+ARCH_PRESETS = {
+    "seed": {"activation": "relu", "norm_first": False, "causal": False, "pos_embedding": "none",
+             "norm": "layernorm", "bias": True, "tie_embeddings": False},
+    "gpt2": {"activation": "gelu", "norm_first": True, "causal": True, "pos_embedding": "learned",
+             "norm": "layernorm", "bias": True, "tie_embeddings": True},
+    "llama": {"activation": "swiglu", "norm_first": True, "causal": True, "pos_embedding": "rope",
+              "norm": "rmsnorm", "bias": False, "tie_embeddings": False},
+}
 
 
 class OneLineParser(argparse.ArgumentParser):
@@ -46,25 +59,34 @@ def parse_bool(text):
 
 
 def add_model_flags(parser, defaults=None, skip=()):
-    """Adds the model's flags (config keys as dests). defaults: {config key: value}; a flag
-    without one defaults to None, meaning "the base config's value" (see model_config).
+    """Adds the model's flags (config keys as dests) and --arch. defaults: {config key: value},
+    shown in the help; a flag not given leaves no attribute, meaning "the base config's
+    value, or --arch's" (see model_config).
     skip: config keys whose flag the tool does not take."""
     defaults = defaults or {}
+    parser.add_argument("--arch", dest="arch", choices=tuple(ARCH_PRESETS), default=argparse.SUPPRESS,
+                        help="a preset block (flags given beside it win)")
     for flag, key, kind in _MODEL_FLAGS:
         if key in skip:
             continue
-        default = defaults.get(key)
+        # No attribute when the flag is not given (SUPPRESS), so that model_config can tell a
+        # flag from --arch's preset; the default is only shown.
+        shown = {"help": f"(default: {defaults[key]})"} if key in defaults else {}
         if kind is bool:
-            parser.add_argument(flag, dest=key, type=parse_bool, default=default, metavar="true|false")
+            parser.add_argument(flag, dest=key, type=parse_bool, default=argparse.SUPPRESS, metavar="true|false", **shown)
         elif isinstance(kind, tuple):
-            parser.add_argument(flag, dest=key, choices=kind, default=default)
+            parser.add_argument(flag, dest=key, choices=kind, default=argparse.SUPPRESS, **shown)
         else:
-            parser.add_argument(flag, dest=key, type=kind, default=default)
+            parser.add_argument(flag, dest=key, type=kind, default=argparse.SUPPRESS, **shown)
 
 
 def model_config(args, base):
-    """A copy of the config dict `base` with every model flag given in args (not None) applied."""
+    """A copy of the config dict `base` with --arch's preset, then every model flag given in args
+    (not None), applied."""
     cfg = dict(base)
+    arch = getattr(args, "arch", None)
+    if arch is not None:
+        cfg.update(ARCH_PRESETS[arch])
     for _, key, _ in _MODEL_FLAGS:
         value = getattr(args, key, None)
         if value is not None:

@@ -2,9 +2,12 @@
 """The tinytrain model family in PyTorch, shared by the reference generator and examples.
 
 TinyTransformer = nn.Embedding (+ learned positional nn.Embedding) -> PyTorch's own
-nn.TransformerEncoder (batch_first, relu|gelu, post- or pre-norm, optional causal mask)
+nn.TransformerEncoder (batch_first, relu|gelu|swiglu, post- or pre-norm, optional causal mask)
 -> nn.Linear head. Its state_dict names are the engine's parameter names (docs:
 docs/architecture.md), so a state_dict round-trips through safetensors unchanged.
+LlamaModel = the Llama block (pre-norm, RMSNorm, RoPE, SwiGLU, no biases, grouped-query
+attention), written out in plain PyTorch with Hugging Face LlamaForCausalLM's state_dict
+names; build_model picks it for exactly the configs the engine names that way (llama_block).
 
 Also: SEED_CONFIG (the seed workload's architecture), validate_config(), build_model(config)
 and pre_activation_modules(model). Run with Debian's /usr/bin/python3 (PyTorch 1.13).
@@ -34,12 +37,32 @@ CONFIG_KEYS = tuple(SEED_CONFIG.keys())
 
 # The Llama-style block's options, beside the keys above: absent means the original family's
 # value (the engine writes them only when they differ, engine/config.cpp).
-BLOCK_DEFAULTS = {"norm": "layernorm", "bias": True, "tie_embeddings": False, "rope_theta": 10000.0}
+# n_kv_head 0 means n_head (a key/value head per query head).
+BLOCK_DEFAULTS = {"norm": "layernorm", "bias": True, "tie_embeddings": False, "rope_theta": 10000.0,
+                  "n_kv_head": 0}
+
+
+def kv_heads(cfg):
+    """The key/value heads of a config: n_kv_head, or n_head when it is 0 or absent."""
+    return cfg.get("n_kv_head", 0) or cfg["n_head"]
 
 
 def block_options(cfg):
-    """{key: value} of the block options that differ from BLOCK_DEFAULTS, for a config's JSON."""
-    return {k: cfg[k] for k in BLOCK_DEFAULTS if k in cfg and cfg[k] != BLOCK_DEFAULTS[k]}
+    """{key: value} of the block options that differ from BLOCK_DEFAULTS, for a config's JSON
+    (as the engine writes them: rope_theta only with rope, n_kv_head only below n_head)."""
+    out = {k: cfg[k] for k in BLOCK_DEFAULTS if k in cfg and cfg[k] != BLOCK_DEFAULTS[k]}
+    if cfg.get("pos_embedding") != "rope":
+        out.pop("rope_theta", None)
+    if "n_kv_head" in out and out["n_kv_head"] == cfg["n_head"]:
+        del out["n_kv_head"]
+    return out
+
+
+def llama_block(cfg):
+    """Whether the config is the Llama block, whose parameters take Hugging Face's names
+    (engine/config.h's ModelConfig::llama_block)."""
+    return (cfg["norm_first"] and cfg.get("norm") == "rmsnorm" and cfg["pos_embedding"] == "rope"
+            and cfg["activation"] == "swiglu" and cfg.get("bias") is False)
 
 
 def validate_config(cfg):
@@ -52,8 +75,11 @@ def validate_config(cfg):
             return f"{k} must be a positive integer, got {cfg[k]!r}"
     if cfg["d_model"] % cfg["n_head"] != 0:
         return f"d_model {cfg['d_model']} is not divisible by n_head {cfg['n_head']}"
-    if cfg["activation"] not in ("relu", "gelu"):
-        return f"activation must be relu or gelu, got {cfg['activation']!r}"
+    if cfg["activation"] not in ("relu", "gelu", "swiglu"):
+        return f"activation must be relu, gelu or swiglu, got {cfg['activation']!r}"
+    n_kv = cfg.get("n_kv_head", 0)
+    if not isinstance(n_kv, int) or isinstance(n_kv, bool) or n_kv < 0 or (n_kv and cfg["n_head"] % n_kv):
+        return f"n_kv_head must divide n_head {cfg['n_head']}, got {n_kv!r}"
     if cfg["pos_embedding"] not in ("none", "learned", "rope"):
         return f"pos_embedding must be none, learned or rope, got {cfg['pos_embedding']!r}"
     if cfg["pos_embedding"] == "rope" and (cfg["d_model"] // cfg["n_head"]) % 2 != 0:
@@ -122,16 +148,31 @@ def apply_rope(x, cos, sin):
     return torch.cat([a * cos - b * sin, b * cos + a * sin], dim=-1)
 
 
-class RopeSelfAttention(nn.Module):
-    """nn.MultiheadAttention's parameters (in_proj_weight, in_proj_bias, out_proj) and call, with
-    q and k turned by RoPE before the scores: what nn.MultiheadAttention cannot do. Written out:
-    scores = q k^T / sqrt(HS) + the float mask, softmax, dropout on the weights, times v."""
+def attend(q, k, v, attn_mask, dropout, training):
+    """q (B, NH, T, HS), k and v (B, KVH, T, HS) -> (B, T, NH*HS): each group of NH/KVH query
+    heads shares one key/value head (Hugging Face's repeat_kv); scores = q k^T / sqrt(HS) + the
+    float mask, softmax, dropout on the weights, times v."""
+    B, NH, T, HS = q.shape
+    group = NH // k.shape[1]
+    k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
+    scores = q @ k.transpose(-1, -2) / HS ** 0.5
+    if attn_mask is not None:
+        scores = scores + attn_mask
+    weights = nn.functional.dropout(scores.softmax(dim=-1), dropout, training)
+    return (weights @ v).transpose(1, 2).reshape(B, T, NH * HS)
 
-    def __init__(self, d_model, n_head, dropout, bias, theta):
+
+class SelfAttention(nn.Module):
+    """nn.MultiheadAttention's parameters (in_proj_weight, in_proj_bias, out_proj) and call, for
+    what it cannot do: q and k turned by RoPE (theta not None) and grouped key/value heads
+    (in_proj_weight (C + 2 KVH HS, C): the q rows, then k's, then v's)."""
+
+    def __init__(self, d_model, n_head, n_kv_head, dropout, bias, theta):
         super().__init__()
-        self.n_head, self.dropout, self.theta = n_head, dropout, theta
-        self.in_proj_weight = nn.Parameter(torch.empty(3 * d_model, d_model))
-        self.in_proj_bias = nn.Parameter(torch.zeros(3 * d_model)) if bias else None
+        self.n_head, self.n_kv_head, self.dropout, self.theta = n_head, n_kv_head, dropout, theta
+        width = d_model + 2 * n_kv_head * (d_model // n_head)
+        self.in_proj_weight = nn.Parameter(torch.empty(width, d_model))
+        self.in_proj_bias = nn.Parameter(torch.zeros(width)) if bias else None
         self.out_proj = nn.Linear(d_model, d_model, bias=bias)
         nn.init.xavier_uniform_(self.in_proj_weight)  # as nn.MultiheadAttention
         if bias:
@@ -140,16 +181,21 @@ class RopeSelfAttention(nn.Module):
     def forward(self, query, key, value, attn_mask=None, key_padding_mask=None, need_weights=False, **_):
         B, T, C = query.shape
         HS = C // self.n_head
-        q, k, v = nn.functional.linear(query, self.in_proj_weight, self.in_proj_bias).chunk(3, dim=-1)
-        q, k, v = (t.reshape(B, T, self.n_head, HS).transpose(1, 2) for t in (q, k, v))
-        cos, sin = rope_cos_sin(T, HS, self.theta, query.dtype, query.device)
-        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
-        scores = q @ k.transpose(-1, -2) / HS ** 0.5
-        if attn_mask is not None:
-            scores = scores + attn_mask
-        weights = nn.functional.dropout(scores.softmax(dim=-1), self.dropout, self.training)
-        out = (weights @ v).transpose(1, 2).reshape(B, T, C)
+        KV = self.n_kv_head * HS
+        q, k, v = nn.functional.linear(query, self.in_proj_weight, self.in_proj_bias).split([C, KV, KV], dim=-1)
+        q = q.reshape(B, T, self.n_head, HS).transpose(1, 2)
+        k, v = (t.reshape(B, T, self.n_kv_head, HS).transpose(1, 2) for t in (k, v))
+        if self.theta is not None:
+            cos, sin = rope_cos_sin(T, HS, self.theta, query.dtype, query.device)
+            q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        out = attend(q, k, v, attn_mask, self.dropout, self.training)
         return self.out_proj(out), None
+
+
+def swiglu(x):
+    """x (..., 2F) as [gate | up] -> silu(gate) * up (..., F)."""
+    gate, up = x.chunk(2, dim=-1)
+    return nn.functional.silu(gate) * up
 
 
 def make_norm(d_model, eps, norm, bias):
@@ -164,7 +210,7 @@ class TinyTransformer(nn.Module):
     def __init__(self, vocab_size, d_model, n_head, n_layer, d_ff, activation="relu",
                  norm_first=False, causal=False, pos_embedding="none", max_seq_len=64,
                  layer_norm_eps=1e-5, dropout=0.1, norm="layernorm", bias=True, tie_embeddings=False,
-                 rope_theta=10000.0):
+                 rope_theta=10000.0, n_kv_head=0):
         super().__init__()
         self.causal = causal
         self.max_seq_len = max_seq_len
@@ -172,9 +218,10 @@ class TinyTransformer(nn.Module):
         # initialisation): embed, pos_embed, encoder.layers.*, encoder.norm, lm_head.
         self.embed = nn.Embedding(vocab_size, d_model)
         self.pos_embed = nn.Embedding(max_seq_len, d_model) if pos_embedding == "learned" else None
+        n_kv_head = n_kv_head or n_head
         layer = nn.TransformerEncoderLayer(
             d_model, n_head, dim_feedforward=d_ff, dropout=dropout,
-            activation=activation,  # "gelu" is F.gelu, the exact erf form
+            activation=swiglu if activation == "swiglu" else activation,  # "gelu" is F.gelu, the exact erf form
             layer_norm_eps=layer_norm_eps, batch_first=True, norm_first=norm_first)
         # --norm rmsnorm, --bias false: the layer's modules swapped in place (their names, and so
         # the state_dict's, stay the layer's; the layer runs them in training mode as any module)
@@ -185,9 +232,12 @@ class TinyTransformer(nn.Module):
             layer.self_attn = nn.MultiheadAttention(d_model, n_head, dropout=dropout, bias=False, batch_first=True)
             layer.linear1 = nn.Linear(d_model, d_ff, bias=False)
             layer.linear2 = nn.Linear(d_ff, d_model, bias=False)
-        if pos_embedding == "rope":
-            layer.self_attn = RopeSelfAttention(d_model, n_head, dropout, bias, rope_theta)
-        if norm != "layernorm" or not bias or pos_embedding == "rope":
+        if activation == "swiglu":  # linear1 makes gate and up, [gate | up]
+            layer.linear1 = nn.Linear(d_model, 2 * d_ff, bias=bias)
+        if pos_embedding == "rope" or n_kv_head != n_head:
+            theta = rope_theta if pos_embedding == "rope" else None
+            layer.self_attn = SelfAttention(d_model, n_head, n_kv_head, dropout, bias, theta)
+        if norm != "layernorm" or not bias or pos_embedding == "rope" or n_kv_head != n_head or activation == "swiglu":
             # PyTorch's inference fast path would run its own fused kernel instead of the swapped
             # modules: this flag is one of its conditions, and nothing else reads it
             layer.activation_relu_or_gelu = False
@@ -215,12 +265,110 @@ class TinyTransformer(nn.Module):
         return self.lm_head(h)
 
 
+class LlamaAttention(nn.Module):
+    """Hugging Face LlamaAttention's parameters (q_proj, k_proj, v_proj, o_proj, no biases) and
+    math: q and k turned by RoPE (rotate-half), grouped key/value heads."""
+
+    def __init__(self, d_model, n_head, n_kv_head, dropout, theta):
+        super().__init__()
+        self.n_head, self.n_kv_head, self.dropout, self.theta = n_head, n_kv_head, dropout, theta
+        HS = d_model // n_head
+        self.q_proj = nn.Linear(d_model, d_model, bias=False)
+        self.k_proj = nn.Linear(d_model, n_kv_head * HS, bias=False)
+        self.v_proj = nn.Linear(d_model, n_kv_head * HS, bias=False)
+        self.o_proj = nn.Linear(d_model, d_model, bias=False)
+
+    def forward(self, x, mask):
+        B, T, C = x.shape
+        HS = C // self.n_head
+        q = self.q_proj(x).reshape(B, T, self.n_head, HS).transpose(1, 2)
+        k = self.k_proj(x).reshape(B, T, self.n_kv_head, HS).transpose(1, 2)
+        v = self.v_proj(x).reshape(B, T, self.n_kv_head, HS).transpose(1, 2)
+        cos, sin = rope_cos_sin(T, HS, self.theta, x.dtype, x.device)
+        q, k = apply_rope(q, cos, sin), apply_rope(k, cos, sin)
+        return self.o_proj(attend(q, k, v, mask, self.dropout, self.training))
+
+
+class LlamaMLP(nn.Module):
+    """Hugging Face LlamaMLP: down_proj(silu(gate_proj(x)) * up_proj(x)), no biases; the
+    engine's FFN dropout on the hidden layer (0 in references, as Llama has none)."""
+
+    def __init__(self, d_model, d_ff, dropout):
+        super().__init__()
+        self.gate_proj = nn.Linear(d_model, d_ff, bias=False)
+        self.up_proj = nn.Linear(d_model, d_ff, bias=False)
+        self.down_proj = nn.Linear(d_ff, d_model, bias=False)
+        self.dropout = nn.Dropout(dropout)
+
+    def forward(self, x):
+        return self.down_proj(self.dropout(nn.functional.silu(self.gate_proj(x)) * self.up_proj(x)))
+
+
+class LlamaLayer(nn.Module):
+    """Hugging Face LlamaDecoderLayer: x + attn(input_layernorm(x)), then + mlp(post_attention_
+    layernorm(.)), with the engine's dropouts on each branch before its residual add."""
+
+    def __init__(self, d_model, n_head, n_kv_head, d_ff, eps, dropout, theta):
+        super().__init__()
+        self.self_attn = LlamaAttention(d_model, n_head, n_kv_head, dropout, theta)
+        self.mlp = LlamaMLP(d_model, d_ff, dropout)
+        self.input_layernorm = RMSNorm(d_model, eps)
+        self.post_attention_layernorm = RMSNorm(d_model, eps)
+        self.dropout1, self.dropout2 = nn.Dropout(dropout), nn.Dropout(dropout)
+
+    def forward(self, x, mask):
+        x = x + self.dropout1(self.self_attn(self.input_layernorm(x), mask))
+        return x + self.dropout2(self.mlp(self.post_attention_layernorm(x)))
+
+
+class LlamaBody(nn.Module):
+    """LlamaForCausalLM's `model`: embed_tokens, layers, norm."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        C = cfg["d_model"]
+        self.embed_tokens = nn.Embedding(cfg["vocab_size"], C)
+        self.layers = nn.ModuleList(
+            LlamaLayer(C, cfg["n_head"], kv_heads(cfg), cfg["d_ff"], cfg["layer_norm_eps"], cfg["dropout"],
+                       cfg.get("rope_theta", BLOCK_DEFAULTS["rope_theta"]))
+            for _ in range(cfg["n_layer"]))
+        self.norm = RMSNorm(C, cfg["layer_norm_eps"])
+
+
+class LlamaModel(nn.Module):
+    """The Llama block end to end, (B,T) int64 -> logits (B,T,V), causal or not as the config
+    says; state_dict names as LlamaForCausalLM's (model.*, lm_head.weight; a tied head is
+    model.embed_tokens.weight, listed once)."""
+
+    def __init__(self, cfg):
+        super().__init__()
+        self.causal = cfg["causal"]
+        self.max_seq_len = cfg["max_seq_len"]
+        self.model = LlamaBody(cfg)
+        self.lm_head = nn.Linear(cfg["d_model"], cfg["vocab_size"], bias=False)
+        if cfg.get("tie_embeddings", False):
+            self.lm_head.weight = self.model.embed_tokens.weight
+
+    def forward(self, x):
+        seq = x.shape[1]
+        if seq > self.max_seq_len:
+            raise ValueError(f"sequence length {seq} exceeds max_seq_len {self.max_seq_len}")
+        h = self.model.embed_tokens(x)
+        mask = causal_mask(seq, h.dtype, h.device) if self.causal else None
+        for layer in self.model.layers:
+            h = layer(h, mask)
+        return self.lm_head(self.model.norm(h))
+
+
 def build_model(cfg):
-    """TinyTransformer from a config dict with the keys of SEED_CONFIG (validated)."""
+    """The model of a config dict with the keys of SEED_CONFIG (validated): LlamaModel for the
+    Llama block, else TinyTransformer."""
     err = validate_config(cfg)
     if err:
         raise ValueError(err)
     options = {**BLOCK_DEFAULTS, **{k: cfg[k] for k in BLOCK_DEFAULTS if k in cfg}}
+    if llama_block({**options, **cfg}):
+        return LlamaModel({**options, **cfg})
     return TinyTransformer(**{k: cfg[k] for k in CONFIG_KEYS}, **options)
 
 
@@ -246,6 +394,8 @@ def load_parameters(model, tensors):
 
 
 def pre_activation_modules(model):
-    """Each encoder layer's linear1, in layer order: its output is the feed-forward
-    pre-activation, the input of the relu|gelu (hook it to watch the activation's kink)."""
+    """Each layer's linear1 (the Llama block's gate_proj), in layer order: its output is the
+    feed-forward pre-activation, the input of the relu|gelu|silu (hook it to watch ReLU's kink)."""
+    if isinstance(model, LlamaModel):
+        return [layer.mlp.gate_proj for layer in model.model.layers]
     return [layer.linear1 for layer in model.encoder.layers]

@@ -26,7 +26,7 @@ from collections import OrderedDict
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from model_flags import OneLineParser, add_model_flags  # noqa: E402
+from model_flags import OneLineParser, add_model_flags, model_config  # noqa: E402
 from make_reference import read_safetensors, write_safetensors  # noqa: E402
 from tinytrain_model import (BLOCK_DEFAULTS, CONFIG_KEYS, SEED_CONFIG, build_model, load_parameters,  # noqa: E402
                              parameters_by_name, validate_config)
@@ -124,14 +124,12 @@ def export_config(args):
             raise InputProblem(f"--config: not valid JSON: {e}")
         if not isinstance(given, dict):
             raise InputProblem("--config: expected a JSON object")
-        unknown = [k for k in given if k not in CONFIG_KEYS]
+        fields = (*CONFIG_KEYS, *BLOCK_DEFAULTS)
+        unknown = [k for k in given if k not in fields]
         if unknown:
-            raise InputProblem(f"--config: unknown field {unknown[0]!r} (fields: {', '.join(CONFIG_KEYS)})")
+            raise InputProblem(f"--config: unknown field {unknown[0]!r} (fields: {', '.join(fields)})")
         cfg.update(given)
-    for key in CONFIG_KEYS:
-        value = getattr(args, key, None)
-        if value is not None:
-            cfg[key] = value
+    cfg = OrderedDict(model_config(args, cfg))  # --arch, then the model flags given
     err = validate_config(cfg)
     if err:
         raise InputProblem(f"config: {err}")

@@ -265,10 +265,11 @@ def main(args):
     # Data and model config.
     kind, tok_vocab = read_tokenizer_json(args.data)
     cfg = model_config(args, SEED_CONFIG)
-    if args.vocab_size is None:
+    vocab_size = getattr(args, "vocab_size", None)
+    if vocab_size is None:
         cfg["vocab_size"] = tok_vocab
-    elif args.vocab_size < tok_vocab:
-        fail(f"--vocab-size {args.vocab_size} is below the tokenizer's {tok_vocab} ids")
+    elif vocab_size < tok_vocab:
+        fail(f"--vocab-size {vocab_size} is below the tokenizer's {tok_vocab} ids")
     err = validate_config(cfg)
     if not err and not cfg["causal"]:
         err = ("--data trains a language model, which needs --causal true (a bidirectional "

@@ -280,19 +280,22 @@ void linear_cases(Table& t, const Workload& w) {
   }
 }
 
-// ---- attention: qkv (B,T,3C) -> out (B,T,C), lse (B,NH,T); backward dqkv ----
+// ---- attention: qkv (B,T,W) -> out (B,T,C), lse (B,NH,T); backward dqkv ----
 struct AttentionCase {
   int B, T, NH, HS;
   bool causal;
   float p;                     // dropout on the weights
   bool offer_library = false;  // each call first offers the case to use_library_attention
+  int KVH = 0;                 // key/value heads (grouped-query attention); 0: NH
 };
 void attention_case(Table& t, const AttentionCase& k) {
-  const AttentionShape s{k.B, k.T, k.NH, k.HS, k.causal};
+  const AttentionShape s{k.B, k.T, k.NH, k.HS, k.causal, k.KVH};
   const float p = k.p;
   const int B = k.B, T = k.T, NH = k.NH, C = k.NH * k.HS;
+  const int W = static_cast<int>(s.layout().width());  // 3C, less with grouped key/value heads
   const std::string shape = "B" + std::to_string(B) + " T" + std::to_string(T) + " NH" + std::to_string(NH) +
-                            " HS" + std::to_string(s.HS) + (k.causal ? " causal" : " full") + " p" + num(p);
+                            (s.kv_heads() != NH ? " KVH" + std::to_string(s.kv_heads()) : std::string()) + " HS" +
+                            std::to_string(s.HS) + (k.causal ? " causal" : " full") + " p" + num(p);
   // Scores are HS-term dot products, the softmax sums T exps, each output sums T weighted
   // values (+1: the dropout scale). A flash kernel also rescales its running sums once per
   // tile of 32 keys and divides once at the end: T/32 + 2 more roundings. lse = max + log(sum)
@@ -300,7 +303,7 @@ void attention_case(Table& t, const AttentionCase& k) {
   const double fwd_tol = reduction_tol(s.HS + 2 * T + T / 32 + 3);
   t.add("attention_forward", shape, [=](CaseBuilder& b, OpCase& c) {
     const int step = b.scalar_i32("dropout step", 7, false);
-    const int qkv = b.input("qkv", {B, T, 3 * C}, -1.5f, 1.5f);
+    const int qkv = b.input("qkv", {B, T, W}, -1.5f, 1.5f);
     const int out = b.output("out", {B, T, C}, fwd_tol);
     const int lse = b.output_f32("lse", {B, NH, T}, fwd_tol);
     c.run = [=](Backend& be, const CaseViews& v) {
@@ -311,13 +314,14 @@ void attention_case(Table& t, const AttentionCase& k) {
   });
   t.add("attention_backward", shape, [=](CaseBuilder& b, OpCase& c) {
     const int step = b.scalar_i32("dropout step", 7, false);
-    const int qkv = b.input("qkv", {B, T, 3 * C}, -1.5f, 1.5f);
+    const int qkv = b.input("qkv", {B, T, W}, -1.5f, 1.5f);
     const int out = b.scratch("out", {B, T, C});
     const int lse = b.scratch_f32("lse", {B, NH, T});
     const int dout = b.input("dout", {B, T, C});
     // The backward's own sums over HS (dout . v, the recomputed scores) and over T (D, dq,
-    // dk, dv) on top of the forward's lse and out: twice the forward's budget.
-    const int dqkv = b.output("dqkv", {B, T, 3 * C}, 2.0 * fwd_tol);
+    // dk, dv) on top of the forward's lse and out: twice the forward's budget, and a shared key
+    // or value head sums its group's NH/KVH heads' gradients (their T-term sums, end to end).
+    const int dqkv = b.output("dqkv", {B, T, W}, 2.0 * s.layout().group() * fwd_tol);
     const int dout_dot_out = b.scratch_f32("dout_dot_out", {B, NH, T});
     c.prepare = [=](Backend& be, const CaseViews& v) {  // the out and lse the backward reads
       be.attention_forward(v[out], v[lse], v[qkv], s, mask_at(v, step, p, DropoutSite::AttentionWeights));
@@ -339,49 +343,55 @@ void attention_cases(Table& t, const Workload& w) {
 }
 
 // Where tiled kernels go wrong: T = 1, T not a multiple of the 32-row tile (37, 70), head sizes
-// 8, 40 and 64, causal and not, dropout 0 and 0.1.
+// 8, 40 and 64, causal and not, dropout 0 and 0.1; and grouped key/value heads: 4 query heads
+// on 2 (grouped-query) and on 1 (multi-query).
 void attention_odd_cases(Table& t) {
   for (const AttentionCase& k : {AttentionCase{2, 1, 2, 8, true, 0.0f}, AttentionCase{2, 1, 2, 8, false, 0.1f},
                                  AttentionCase{2, 37, 2, 40, true, 0.1f}, AttentionCase{2, 37, 2, 40, false, 0.0f},
                                  AttentionCase{1, 70, 2, 8, true, 0.0f}, AttentionCase{1, 70, 1, 64, false, 0.1f},
-                                 AttentionCase{1, 37, 2, 64, true, 0.1f}})
+                                 AttentionCase{1, 37, 2, 64, true, 0.1f}, AttentionCase{2, 37, 4, 16, true, 0.1f, false, 2},
+                                 AttentionCase{1, 70, 4, 8, false, 0.0f, false, 1}})
     attention_case(t, k);
 }
 
-// ---- incremental decoding: one new token per sequence against a KV cache (B,maxT,C) ----
+// ---- incremental decoding: one new token per sequence against a KV cache (B,maxT,KC) ----
 // At the workload's B and T, the new token three quarters in: a long attention, and positions
-// after it, NaN in the caches, that attention_decode must never read.
+// after it, NaN in the caches, that attention_decode must never read. Once with a key/value
+// head per query head (KC = C), once with the query heads sharing one (multi-query, KC = HS).
 void decode_cases(Table& t, const Workload& w) {
   const int B = w.B, maxT = w.T, C = w.C(), NH = w.NH(), HS = w.HS();
   const int pos = 3 * w.T / 4;
-  const std::string shape = "B" + std::to_string(B) + " maxT" + std::to_string(maxT) + " C" + std::to_string(C) +
-                            " pos" + std::to_string(pos);
-  // a copy of stored values: both caches, the written row and the rest, bit for bit
-  t.add("kv_cache_append", shape, [=](CaseBuilder& b, OpCase& c) {
-    const int qkv = b.input("qkv", {B, 3 * C});
-    const int k_cache = b.updated("k_cache", {B, maxT, C}, 0.0);
-    const int v_cache = b.updated("v_cache", {B, maxT, C}, 0.0);
-    c.run = [=](Backend& be, const CaseViews& v) { be.kv_cache_append(v[k_cache], v[v_cache], v[qkv], pos); };
-    c.cost = [=](const CaseViews& v) { return kv_cache_append_cost(v[qkv]); };
-  });
-  t.add("attention_decode", shape + " NH" + std::to_string(NH), [=](CaseBuilder& b, OpCase& c) {
-    const int qkv = b.input("qkv", {B, 3 * C}, -1.5f, 1.5f);
-    const int k_cache = b.input("k_cache", {B, maxT, C}, -1.5f, 1.5f);
-    const int v_cache = b.input("v_cache", {B, maxT, C});
-    for (int cache : {k_cache, v_cache})  // positions after pos: never read
-      for (int bt = 0; bt < B * maxT; ++bt)
-        if (bt % maxT > pos)
-          std::fill_n(b.tensors()[cache].values.begin() + static_cast<int64_t>(bt) * C, C,
-                      std::numeric_limits<float>::quiet_NaN());
-    // as the full attention's row: HS-term scores, a (pos+1)-term softmax sum, (pos+1)-term outputs
-    const int out = b.output("out", {B, C}, reduction_tol(HS + 2 * (pos + 1) + 1));
-    c.run = [=](Backend& be, const CaseViews& v) {
-      be.attention_decode(v[out], v[qkv], v[k_cache], v[v_cache], pos, NH);
-    };
-    c.cost = [=](const CaseViews& v) {
-      return attention_decode_cost(v[out], v[qkv], v[k_cache], v[v_cache], pos, NH);
-    };
-  });
+  for (int KVH : {NH, 1}) {
+    const int KC = KVH * HS, W = C + 2 * KC;
+    const std::string shape = "B" + std::to_string(B) + " maxT" + std::to_string(maxT) + " C" + std::to_string(C) +
+                              (KVH != NH ? " KC" + std::to_string(KC) : std::string()) + " pos" + std::to_string(pos);
+    // a copy of stored values: both caches, the written row and the rest, bit for bit
+    t.add("kv_cache_append", shape, [=](CaseBuilder& b, OpCase& c) {
+      const int qkv = b.input("qkv", {B, W});
+      const int k_cache = b.updated("k_cache", {B, maxT, KC}, 0.0);
+      const int v_cache = b.updated("v_cache", {B, maxT, KC}, 0.0);
+      c.run = [=](Backend& be, const CaseViews& v) { be.kv_cache_append(v[k_cache], v[v_cache], v[qkv], pos); };
+      c.cost = [=](const CaseViews& v) { return kv_cache_append_cost(v[k_cache], v[qkv]); };
+    });
+    t.add("attention_decode", shape + " NH" + std::to_string(NH), [=](CaseBuilder& b, OpCase& c) {
+      const int qkv = b.input("qkv", {B, W}, -1.5f, 1.5f);
+      const int k_cache = b.input("k_cache", {B, maxT, KC}, -1.5f, 1.5f);
+      const int v_cache = b.input("v_cache", {B, maxT, KC});
+      for (int cache : {k_cache, v_cache})  // positions after pos: never read
+        for (int bt = 0; bt < B * maxT; ++bt)
+          if (bt % maxT > pos)
+            std::fill_n(b.tensors()[cache].values.begin() + static_cast<int64_t>(bt) * KC, KC,
+                        std::numeric_limits<float>::quiet_NaN());
+      // as the full attention's row: HS-term scores, a (pos+1)-term softmax sum, (pos+1)-term outputs
+      const int out = b.output("out", {B, C}, reduction_tol(HS + 2 * (pos + 1) + 1));
+      c.run = [=](Backend& be, const CaseViews& v) {
+        be.attention_decode(v[out], v[qkv], v[k_cache], v[v_cache], pos, NH);
+      };
+      c.cost = [=](const CaseViews& v) {
+        return attention_decode_cost(v[out], v[qkv], v[k_cache], v[v_cache], pos, NH);
+      };
+    });
+  }
 }
 
 // ---- layernorm over C: inp (N,C), weight, bias (C) -> out (N,C), mean, rstd (N); backward ----
@@ -518,20 +528,22 @@ void residual_norm_cases(Table& t, const Workload& w) {
 }
 
 // ---- activation on the FFN's hidden layer: inp (N,F) -> out (N,F); backward dinp ----
+// (SwiGLU: inp (N,2F) [gate | up] -> out (N,F), dinp (N,2F))
 void activation_cases(Table& t, const Workload& w) {
   const int N = w.N(), F = w.F();
-  for (Activation act : {Activation::Relu, Activation::Gelu}) {
+  for (Activation act : {Activation::Relu, Activation::Gelu, Activation::Swiglu}) {
+    const int Fin = act == Activation::Swiglu ? 2 * F : F;  // the pre-activation's width
     const std::string shape = "N" + std::to_string(N) + " F" + std::to_string(F) + " " + activation_name(act);
     t.add("activation_forward", shape, [=](CaseBuilder& b, OpCase& c) {
-      const int x = b.input("inp", {N, F}, -3.0f, 3.0f);
+      const int x = b.input("inp", {N, Fin}, -3.0f, 3.0f);
       const int out = b.output("out", {N, F}, kElementwiseTol);
       c.run = [=](Backend& be, const CaseViews& v) { be.activation_forward(v[out], v[x], act); };
       c.cost = [=](const CaseViews& v) { return elementwise_cost({v[x]}, v[out]); };
     });
     t.add("activation_backward", shape, [=](CaseBuilder& b, OpCase& c) {
-      const int x = b.input("inp", {N, F}, -3.0f, 3.0f);
+      const int x = b.input("inp", {N, Fin}, -3.0f, 3.0f);
       const int dout = b.input("dout", {N, F});
-      const int dx = b.output("dinp", {N, F}, kElementwiseTol);
+      const int dx = b.output("dinp", {N, Fin}, kElementwiseTol);
       c.run = [=](Backend& be, const CaseViews& v) { be.activation_backward(v[dx], v[dout], v[x], act); };
       c.cost = [=](const CaseViews& v) { return elementwise_cost({v[dout], v[x]}, v[dx]); };
     });
@@ -539,7 +551,7 @@ void activation_cases(Table& t, const Workload& w) {
     const float p = w.model.dropout;
     t.add("activation_dropout_forward", shape + " p" + num(p), [=](CaseBuilder& b, OpCase& c) {
       const int step = b.scalar_i32("dropout step", 11, false);
-      const int x = b.input("inp", {N, F}, -3.0f, 3.0f);
+      const int x = b.input("inp", {N, Fin}, -3.0f, 3.0f);
       const int out = b.output("out", {N, F}, kElementwiseTol);
       c.run = [=](Backend& be, const CaseViews& v) {
         be.activation_dropout_forward(v[out], v[x], act, mask_at(v, step, p, DropoutSite::FfnHidden));
@@ -548,9 +560,9 @@ void activation_cases(Table& t, const Workload& w) {
     });
     t.add("activation_dropout_backward", shape + " p" + num(p), [=](CaseBuilder& b, OpCase& c) {
       const int step = b.scalar_i32("dropout step", 11, false);
-      const int x = b.input("inp", {N, F}, -3.0f, 3.0f);
+      const int x = b.input("inp", {N, Fin}, -3.0f, 3.0f);
       const int dout = b.input("dout", {N, F});
-      const int dx = b.output("dinp", {N, F}, kElementwiseTol);
+      const int dx = b.output("dinp", {N, Fin}, kElementwiseTol);
       c.run = [=](Backend& be, const CaseViews& v) {
         be.activation_dropout_backward(v[dx], v[dout], v[x], act, mask_at(v, step, p, DropoutSite::FfnHidden));
       };
@@ -602,23 +614,27 @@ void rope_cases(Table& t, const Workload& w) {
   const int C = w.C();
   const int NH = w.HS() % 2 == 0 ? w.NH() : 2;  // (the odd workload: C 52, 2 heads of 26)
   struct Case {
-    int B, T, first_pos;
+    int B, T, first_pos, KVH;
   };
-  for (const Case k : {Case{w.B, w.T, 0}, Case{w.B, 1, 37}}) {
+  // and the query heads sharing one key/value head (grouped: only NH + 1 heads turn)
+  for (const Case k : {Case{w.B, w.T, 0, NH}, Case{w.B, 1, 37, NH}, Case{w.B, w.T, 0, 1}}) {
+    const int W = C + 2 * k.KVH * (C / NH);
     const std::string shape = "B" + std::to_string(k.B) + " T" + std::to_string(k.T) + " C" + std::to_string(C) +
-                              " NH" + std::to_string(NH) + " pos" + std::to_string(k.first_pos);
+                              " NH" + std::to_string(NH) +
+                              (k.KVH != NH ? " KVH" + std::to_string(k.KVH) : std::string()) + " pos" +
+                              std::to_string(k.first_pos);
     const float theta = 10000.0f;
     for (bool backward : {false, true}) {
       t.add(backward ? "rope_backward" : "rope_forward", shape, [=](CaseBuilder& b, OpCase& c) {
         // two products and a sum per value, with the same cos and sin on both backends
-        const int qkv = b.updated(backward ? "dqkv" : "qkv", {k.B, k.T, 3 * C}, kElementwiseTol);
+        const int qkv = b.updated(backward ? "dqkv" : "qkv", {k.B, k.T, W}, kElementwiseTol);
         c.run = [=](Backend& be, const CaseViews& v) {
           if (backward)
-            be.rope_backward(v[qkv], NH, k.first_pos, theta);
+            be.rope_backward(v[qkv], NH, k.KVH, k.first_pos, theta);
           else
-            be.rope_forward(v[qkv], NH, k.first_pos, theta);
+            be.rope_forward(v[qkv], NH, k.KVH, k.first_pos, theta);
         };
-        c.cost = [=](const CaseViews& v) { return rope_cost(v[qkv]); };
+        c.cost = [=](const CaseViews& v) { return rope_cost(v[qkv], NH, k.KVH); };
       });
     }
   }

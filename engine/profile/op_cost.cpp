@@ -68,14 +68,14 @@ OpCost linear_backward_cost(Tensor dinp, Tensor dweight, Tensor dbias, Tensor do
   return c;
 }
 
-// qkv (B,T,3C) -> out (B,T,C), lse (B,NH,T) written: nothing of size T x T (the weights live
+// qkv (B,T,W) -> out (B,T,C), lse (B,NH,T) written: nothing of size T x T (the weights live
 // in registers and shared memory, docs/attention.md).
 OpCost attention_forward_cost(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s) {
   const double flops = static_cast<double>(s.B) * s.NH * attention_pairs(s) * 4 * s.HS;
   return {flops, bytes_of(qkv) + bytes_of(out) + bytes_of(lse)};
 }
 
-// dout (B,T,C), qkv, out, lse read -> dqkv (B,T,3C) written; dout_dot_out (B,NH,T) written
+// dout (B,T,C), qkv, out, lse read -> dqkv (B,T,W) written; dout_dot_out (B,NH,T) written
 // and read back. FLOPs as engine/flops.h counts them: the recomputed scores are not counted
 // (as a recomputed layer's are not in MFU).
 OpCost attention_backward_cost(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
@@ -85,13 +85,16 @@ OpCost attention_backward_cost(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Te
                      2 * bytes_of(dout_dot_out)};
 }
 
-// qkv (B,T,3C): its q and k parts (two thirds) read and written in place; no FLOPs counted
-OpCost rope_cost(Tensor qkv) { return {0, 2 * bytes_of(qkv) * 2 / 3}; }
+// qkv (B,T,W), W = (NH + 2 KVH) HS: its NH + KVH query and key heads read and written in
+// place; no FLOPs counted
+OpCost rope_cost(Tensor qkv, int NH, int KVH) {
+  return {0, 2 * bytes_of(qkv) * (NH + KVH) / static_cast<double>(NH + 2 * KVH)};
+}
 
-// qkv (B,3C): its k and v parts read -> row pos of each cache (B,maxT,C) written. The caches
-// hold qkv's dtype (check_decode_views): 2 B C elements read, 2 B C written.
-OpCost kv_cache_append_cost(Tensor qkv) {
-  const double k_and_v_bytes = bytes_of(qkv) * 2 / 3;
+// qkv (B,C+2KC): its k and v parts read -> row pos of each cache (B,maxT,KC) written. The
+// caches hold qkv's dtype (check_decode_views): 2 B KC elements read, 2 B KC written.
+OpCost kv_cache_append_cost(Tensor k_cache, Tensor qkv) {
+  const double k_and_v_bytes = 2.0 * static_cast<double>(qkv.shape[0] * k_cache.shape[2]) * dtype_size(qkv.dtype);
   return {0, 2 * k_and_v_bytes};
 }
 
@@ -101,7 +104,8 @@ OpCost attention_decode_cost(Tensor out, Tensor qkv, Tensor k_cache, Tensor v_ca
   const double B = static_cast<double>(out.shape[0]), C = static_cast<double>(out.shape[1]), keys = pos + 1.0;
   const double HS = C / NH;
   const double q_bytes = B * C * dtype_size(qkv.dtype);
-  const double cached_bytes = B * keys * C * (dtype_size(k_cache.dtype) + dtype_size(v_cache.dtype));
+  const double KC = static_cast<double>(k_cache.shape[2]);  // C, or fewer with grouped key/value heads
+  const double cached_bytes = B * keys * KC * (dtype_size(k_cache.dtype) + dtype_size(v_cache.dtype));
   return {B * NH * keys * 4 * HS, q_bytes + cached_bytes + bytes_of(out)};
 }
 

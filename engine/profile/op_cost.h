@@ -41,8 +41,8 @@ OpCost linear_backward_cost(Tensor dinp, Tensor dweight, Tensor dbias, Tensor do
 OpCost attention_forward_cost(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s);
 OpCost attention_backward_cost(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                                const AttentionShape& s);
-OpCost kv_cache_append_cost(Tensor qkv);
-OpCost rope_cost(Tensor qkv);  // rope_forward, rope_backward: the q and k parts read and written
+OpCost kv_cache_append_cost(Tensor k_cache, Tensor qkv);
+OpCost rope_cost(Tensor qkv, int NH, int KVH);  // rope_forward, rope_backward: the q and k heads read and written
 OpCost attention_decode_cost(Tensor out, Tensor qkv, Tensor k_cache, Tensor v_cache, int pos, int NH);
 OpCost layernorm_forward_cost(Tensor out, Tensor mean, Tensor rstd, Tensor inp, Tensor weight, Tensor bias);
 OpCost layernorm_backward_cost(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,

@@ -189,12 +189,12 @@ void ProfilingBackend::activation_dropout_backward(Tensor dinp, Tensor dout, Ten
 }
 
 // q and k read and written in place: two thirds of qkv, twice
-void ProfilingBackend::rope_forward(Tensor qkv, int NH, int first_pos, float theta) {
-  timed("rope_forward", rope_cost(qkv), [&] { inner_.rope_forward(qkv, NH, first_pos, theta); });
+void ProfilingBackend::rope_forward(Tensor qkv, int NH, int KVH, int first_pos, float theta) {
+  timed("rope_forward", rope_cost(qkv, NH, KVH), [&] { inner_.rope_forward(qkv, NH, KVH, first_pos, theta); });
 }
 
-void ProfilingBackend::rope_backward(Tensor dqkv, int NH, int first_pos, float theta) {
-  timed("rope_backward", rope_cost(dqkv), [&] { inner_.rope_backward(dqkv, NH, first_pos, theta); });
+void ProfilingBackend::rope_backward(Tensor dqkv, int NH, int KVH, int first_pos, float theta) {
+  timed("rope_backward", rope_cost(dqkv, NH, KVH), [&] { inner_.rope_backward(dqkv, NH, KVH, first_pos, theta); });
 }
 
 void ProfilingBackend::residual_forward(Tensor out, Tensor a, Tensor b) {

@@ -65,6 +65,9 @@ struct DropoutMask {
   TT_HD DropoutKey key() const { return DropoutKey{seed, *step, layer, site}; }
 };
 
+// No dropout (p 0): an op that takes a mask and must not draw one.
+inline constexpr DropoutMask kNoDropout{0.0f, 0, nullptr, 0, DropoutSite::FfnHidden};
+
 // The Philox output that serves elements 4*group .. 4*group+3 of the mask named by `key`:
 // one Philox call feeds four consecutive elements, one 32-bit lane each.
 TT_HD Philox4 dropout_bits4(const DropoutKey& key, uint64_t group) {

@@ -1,4 +1,5 @@
 // ReLU and exact GELU, forward and backward (CPU), alone and with the FFN's dropout folded in.
+// SwiGLU runs as one op of its own (swiglu.cpp).
 #include "kernels/common/gelu.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "kernels/cpu/dropout_mask.h"
@@ -46,6 +47,7 @@ void activation_dropout_grad(int64_t n, const DropoutMask& dropout, CpuSimd simd
 
 // inp (n) -> out (n)
 void CpuBackend::activation_forward(Tensor out, Tensor inp, Activation act) {
+  if (act == Activation::Swiglu) return swiglu_forward(out, inp, kNoDropout);
   Fp32Scope fp32({&out, &inp});  // bf16/fp16 storage: see storage.h
   const float* x = inp.f32();
   if (act == Activation::Relu)
@@ -56,6 +58,7 @@ void CpuBackend::activation_forward(Tensor out, Tensor inp, Activation act) {
 
 // dout (n), inp (n) the pre-activation -> dinp (n), may alias dout
 void CpuBackend::activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) {
+  if (act == Activation::Swiglu) return swiglu_backward(dinp, dout, inp, kNoDropout);
   Fp32Scope fp32({&dinp, &dout, &inp});  // bf16/fp16 storage: see storage.h
   const float* x = inp.f32();
   const float* d = dout.f32();
@@ -71,6 +74,7 @@ void CpuBackend::activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activ
 // gradient times the factor, then through act. With bf16/fp16 storage the two ops round to the
 // storage type between them, so there the two ops run.
 void CpuBackend::activation_dropout_forward(Tensor out, Tensor inp, Activation act, const DropoutMask& dropout) {
+  if (act == Activation::Swiglu) return swiglu_forward(out, inp, dropout);
   if (dropout.p == 0.0f || out.dtype != DType::F32 || inp.dtype != DType::F32) {
     Backend::activation_dropout_forward(out, inp, act, dropout);
     return;
@@ -83,6 +87,7 @@ void CpuBackend::activation_dropout_forward(Tensor out, Tensor inp, Activation a
 
 void CpuBackend::activation_dropout_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act,
                                              const DropoutMask& dropout) {
+  if (act == Activation::Swiglu) return swiglu_backward(dinp, dout, inp, dropout);
   if (dropout.p == 0.0f || dinp.dtype != DType::F32 || dout.dtype != DType::F32 || inp.dtype != DType::F32) {
     Backend::activation_dropout_backward(dinp, dout, inp, act, dropout);
     return;

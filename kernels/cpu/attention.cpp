@@ -24,13 +24,19 @@ namespace tt {
 
 namespace {
 
-// Where head h of token t of batch b keeps its q, k and v in the packed (B,T,3C) tensor.
+// Where query head h of token t of batch b finds its q, k and v in the packed (B,T,W) tensor
+// (the key and value heads it shares with its group: kernels/common/qkv_layout.h), and its
+// output row in (B,T,C).
 struct PackedQkv {
-  int T, C, HS;
-  int64_t q(int b, int t, int h) const { return (static_cast<int64_t>(b) * T + t) * 3 * C + h * HS; }
-  int64_t k(int b, int t, int h) const { return q(b, t, h) + C; }
-  int64_t v(int b, int t, int h) const { return q(b, t, h) + 2 * C; }
-  int64_t head_row(int b, int t, int h) const { return (static_cast<int64_t>(b) * T + t) * C + h * HS; }  // in (B,T,C)
+  int T;
+  QkvLayout layout;
+  int64_t row(int b, int t) const { return (static_cast<int64_t>(b) * T + t) * layout.width(); }
+  int64_t q(int b, int t, int h) const { return row(b, t) + layout.q(h); }
+  int64_t k(int b, int t, int h) const { return row(b, t) + layout.k(h); }
+  int64_t v(int b, int t, int h) const { return row(b, t) + layout.v(h); }
+  int64_t head_row(int b, int t, int h) const {  // in (B,T,C)
+    return (static_cast<int64_t>(b) * T + t) * layout.q_width() + layout.q(h);
+  }
 };
 
 // A matrix read through strides: element (i, j) at data[i * row_stride + j * col_stride], so
@@ -228,13 +234,14 @@ void head_queries_and_keys(const float* x, const PackedQkv& at, int b, int h, in
 
 }  // namespace
 
-// qkv (B,T,3C) -> out (B,T,C), lse (B,NH,T). The weights of a head live in per-thread scratch
+// qkv (B,T,W) -> out (B,T,C), lse (B,NH,T). The weights of a head live in per-thread scratch
 // (T,T) only while it is computed.
 void CpuBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s,
                                    const DropoutMask& dropout) {
   Fp32Scope fp32({&out, &qkv});  // bf16/fp16 storage: see storage.h (lse is fp32)
-  const int B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS;
-  const PackedQkv at{T, C, HS};
+  const int B = s.B, T = s.T, NH = s.NH, HS = s.HS;
+  const PackedQkv at{T, s.layout()};
+  const int64_t W = s.layout().width(), C = s.layout().q_width();
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const DropoutKey key = dropout.key();
   const float* x = qkv.f32();
@@ -257,21 +264,24 @@ void CpuBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, const Att
                      s.causal, simd_);
         for (int64_t i = 0; i < static_cast<int64_t>(T) * T; ++i) weights[i] = P[i] * masks[i];
         // out (T,HS) = dropped-out weights (T,T) x v (T,HS), over the keys each query sees
-        ordered_matmul(simd_, T, HS, T, Strided{weights.data(), T, 1}, x + at.v(b, 0, h), 3 * C, o + at.head_row(b, 0, h), C,
+        ordered_matmul(simd_, T, HS, T, Strided{weights.data(), T, 1}, x + at.v(b, 0, h), W, o + at.head_row(b, 0, h), C,
                        s.causal ? Band::UpToRow : Band::All);
       }
     }
   }
 }
 
-// dout (B,T,C) -> dqkv (B,T,3C). The weights are recomputed exactly as the forward computed
+// dout (B,T,C) -> dqkv (B,T,W). The weights are recomputed exactly as the forward computed
 // them (the same code, so the same bits as a kept copy would have; the CPU has no use for lse
-// or dout_dot_out, which the GPU's kernels need).
+// or dout_dot_out, which the GPU's kernels need). A key/value head shared by a group of query
+// heads gets the sum of their gradients, added in head order: the work is split over (b, key/
+// value head), so one thread owns each of those sums.
 void CpuBackend::attention_backward(Tensor dqkv, Tensor /*dout_dot_out*/, Tensor dout, Tensor qkv, Tensor /*out*/,
                                     Tensor /*lse*/, const AttentionShape& s, const DropoutMask& dropout) {
   Fp32Scope fp32({&dqkv, &dout, &qkv});  // bf16/fp16 storage: see storage.h
-  const int B = s.B, T = s.T, NH = s.NH, HS = s.HS, C = NH * HS;
-  const PackedQkv at{T, C, HS};
+  const int B = s.B, T = s.T, NH = s.NH, HS = s.HS, KVH = s.kv_heads(), group = s.layout().group();
+  const PackedQkv at{T, s.layout()};
+  const int64_t W = s.layout().width(), C = s.layout().q_width();
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const DropoutKey key = dropout.key();
   const float* x = qkv.f32();
@@ -281,53 +291,66 @@ void CpuBackend::attention_backward(Tensor dqkv, Tensor /*dout_dot_out*/, Tensor
   {
     // per-thread scratch: scaled queries (T,HS), keys and values transposed (HS,T), the
     // recomputed weights, score gradients, dropout factors, dropped-out weights and scaled
-    // score gradients (T,T each)
+    // score gradients (T,T each); a later head of a group's dk and dv (T,HS each)
     std::vector<float> q_scaled(static_cast<size_t>(T) * HS), kT(static_cast<size_t>(HS) * T),
         vT(static_cast<size_t>(HS) * T);
     std::vector<float> P(static_cast<size_t>(T) * T), dS(static_cast<size_t>(T) * T),
         masks(static_cast<size_t>(T) * T);
     std::vector<float> weights(static_cast<size_t>(T) * T), g(static_cast<size_t>(T) * T);
+    std::vector<float> dk_h(group > 1 ? static_cast<size_t>(T) * HS : 0), dv_h(dk_h.size());
 #pragma omp for collapse(2)
     for (int b = 0; b < B; ++b) {
-      for (int h = 0; h < NH; ++h) {
-        const int64_t head = (static_cast<int64_t>(b) * NH + h) * T * T;
-        const float* Ph = P.data();
-        float* dSh = dS.data();
-        const float* dOh = dO + at.head_row(b, 0, h);  // this head's dout rows, stride C
-        head_queries_and_keys(x, at, b, h, T, HS, scale, q_scaled.data(), kT.data());
-        head_weights(P.data(), nullptr, q_scaled.data(), kT.data(), T, HS, s.causal, simd_);
-        head_dropout_masks(dropout, key, head, T, masks.data(), simd_);
-        transpose_head(x, T, HS, [&](int t) { return at.v(b, t, h); }, vT.data());
-        // out_t = sum_t2 m[t2] P[t2] v_t2, with m the dropout factor:
-        // dP[t2] = m (dout_t . v_t2), and dv_t2 = sum_t m P dout_t
-        ordered_matmul(simd_, T, T, HS, Strided{dOh, C, 1}, vT.data(), T, dSh, T, Band::All);  // dout_t . v_t2
-        for (int t = 0; t < T; ++t) {  // dP = m (dout . v) and the dropped-out weights m P
-          const int visible = s.causal ? t + 1 : T;
-          const float* prow = Ph + static_cast<int64_t>(t) * T;
-          const float* mask = masks.data() + static_cast<int64_t>(t) * T;
-          float* dsrow = dSh + static_cast<int64_t>(t) * T;
-          float* wrow = weights.data() + static_cast<int64_t>(t) * T;
-          for (int t2 = 0; t2 < visible; ++t2) {
-            wrow[t2] = mask[t2] * prow[t2];
-            dsrow[t2] = mask[t2] * dsrow[t2];
+      for (int kv = 0; kv < KVH; ++kv) {
+        for (int h = kv * group; h < (kv + 1) * group; ++h) {
+          const int64_t head = (static_cast<int64_t>(b) * NH + h) * T * T;
+          const float* Ph = P.data();
+          float* dSh = dS.data();
+          const float* dOh = dO + at.head_row(b, 0, h);  // this head's dout rows, stride C
+          head_queries_and_keys(x, at, b, h, T, HS, scale, q_scaled.data(), kT.data());
+          head_weights(P.data(), nullptr, q_scaled.data(), kT.data(), T, HS, s.causal, simd_);
+          head_dropout_masks(dropout, key, head, T, masks.data(), simd_);
+          transpose_head(x, T, HS, [&](int t) { return at.v(b, t, h); }, vT.data());
+          // out_t = sum_t2 m[t2] P[t2] v_t2, with m the dropout factor:
+          // dP[t2] = m (dout_t . v_t2), and dv_t2 = sum_t m P dout_t
+          ordered_matmul(simd_, T, T, HS, Strided{dOh, C, 1}, vT.data(), T, dSh, T, Band::All);  // dout_t . v_t2
+          for (int t = 0; t < T; ++t) {  // dP = m (dout . v) and the dropped-out weights m P
+            const int visible = s.causal ? t + 1 : T;
+            const float* prow = Ph + static_cast<int64_t>(t) * T;
+            const float* mask = masks.data() + static_cast<int64_t>(t) * T;
+            float* dsrow = dSh + static_cast<int64_t>(t) * T;
+            float* wrow = weights.data() + static_cast<int64_t>(t) * T;
+            for (int t2 = 0; t2 < visible; ++t2) {
+              wrow[t2] = mask[t2] * prow[t2];
+              dsrow[t2] = mask[t2] * dsrow[t2];
+            }
+            for (int t2 = visible; t2 < T; ++t2) wrow[t2] = 0.0f;
           }
-          for (int t2 = visible; t2 < T; ++t2) wrow[t2] = 0.0f;
+          for (int t0 = 0; t0 < T; t0 += kRowsInTurn) {  // dP -> dscore, row by row
+            if (t0 + kRowsInTurn <= T)
+              softmax_backward_rows<kRowsInTurn>(Ph, dSh, t0, T, s.causal);
+            else
+              for (int t = t0; t < T; ++t) softmax_backward_rows<1>(Ph, dSh, t, T, s.causal);
+          }
+          for (int64_t i = 0; i < static_cast<int64_t>(T) * T; ++i) g[i] = dSh[i] * scale;  // score = (q scale) . k
+          const Band queries_of_key = s.causal ? Band::FromRow : Band::All;  // a key is seen by queries t >= t2
+          // dv (T,HS) = weights^T (T,T) x dout (T,HS); the group's first head writes dk and dv,
+          // the others add theirs in head order
+          const bool first = h == kv * group;
+          float* dv = first ? dx + at.v(b, 0, h) : dv_h.data();
+          float* dk = first ? dx + at.k(b, 0, h) : dk_h.data();
+          const int64_t ld = first ? W : HS;
+          ordered_matmul(simd_, T, HS, T, Strided{weights.data(), 1, T}, dOh, C, dv, ld, queries_of_key);
+          // dq_t = sum_t2 g[t][t2] k_t2 and dk_t2 = sum_t g[t][t2] q_t, with g = scale dscore
+          ordered_matmul(simd_, T, HS, T, Strided{g.data(), T, 1}, x + at.k(b, 0, h), W, dx + at.q(b, 0, h), W,
+                         s.causal ? Band::UpToRow : Band::All);
+          ordered_matmul(simd_, T, HS, T, Strided{g.data(), 1, T}, x + at.q(b, 0, h), W, dk, ld, queries_of_key);
+          if (!first)
+            for (int t = 0; t < T; ++t)
+              for (int d = 0; d < HS; ++d) {
+                dx[at.k(b, t, h) + d] += dk_h[static_cast<size_t>(t) * HS + d];
+                dx[at.v(b, t, h) + d] += dv_h[static_cast<size_t>(t) * HS + d];
+              }
         }
-        for (int t0 = 0; t0 < T; t0 += kRowsInTurn) {  // dP -> dscore, row by row
-          if (t0 + kRowsInTurn <= T)
-            softmax_backward_rows<kRowsInTurn>(Ph, dSh, t0, T, s.causal);
-          else
-            for (int t = t0; t < T; ++t) softmax_backward_rows<1>(Ph, dSh, t, T, s.causal);
-        }
-        for (int64_t i = 0; i < static_cast<int64_t>(T) * T; ++i) g[i] = dSh[i] * scale;  // score = (q scale) . k
-        const Band queries_of_key = s.causal ? Band::FromRow : Band::All;  // a key is seen by queries t >= t2
-        // dv (T,HS) = weights^T (T,T) x dout (T,HS)
-        ordered_matmul(simd_, T, HS, T, Strided{weights.data(), 1, T}, dOh, C, dx + at.v(b, 0, h), 3 * C, queries_of_key);
-        // dq_t = sum_t2 g[t][t2] k_t2 and dk_t2 = sum_t g[t][t2] q_t, with g = scale dscore
-        ordered_matmul(simd_, T, HS, T, Strided{g.data(), T, 1}, x + at.k(b, 0, h), 3 * C, dx + at.q(b, 0, h), 3 * C,
-                       s.causal ? Band::UpToRow : Band::All);
-        ordered_matmul(simd_, T, HS, T, Strided{g.data(), 1, T}, x + at.q(b, 0, h), 3 * C, dx + at.k(b, 0, h), 3 * C,
-                       queries_of_key);
       }
     }
   }

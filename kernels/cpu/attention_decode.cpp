@@ -16,27 +16,28 @@
 
 namespace tt {
 
-// qkv (B,3C) -> k_cache[:,pos,:] = k, v_cache[:,pos,:] = v; caches (B,maxT,C)
+// qkv (B,C+2KC) -> k_cache[:,pos,:] = k, v_cache[:,pos,:] = v; caches (B,maxT,KC)
 void CpuBackend::kv_cache_append(Tensor k_cache, Tensor v_cache, Tensor qkv, int pos) {
-  check_decode_views("kv_cache_append", k_cache, v_cache, qkv, pos, 1);
+  check_decode_views("kv_cache_append", k_cache, v_cache, qkv, pos, 0);
   // A copy of stored values: no rounding, so the storage type only sets the element size.
-  const int64_t B = qkv.shape[0], maxT = k_cache.shape[1], C = k_cache.shape[2];
-  const size_t elem = dtype_size(qkv.dtype), row = static_cast<size_t>(C) * elem;
+  const int64_t B = qkv.shape[0], W = qkv.shape[1], maxT = k_cache.shape[1], KC = k_cache.shape[2];
+  const size_t elem = dtype_size(qkv.dtype), row = static_cast<size_t>(KC) * elem;
   const char* x = static_cast<const char*>(qkv.data);
   for (int64_t b = 0; b < B; ++b) {
-    const size_t src = static_cast<size_t>(b * 3 * C) * elem;         // q of sequence b; k at +C, v at +2C
-    const size_t dst = static_cast<size_t>(b * maxT + pos) * row;     // (b, pos, 0) of a cache
-    std::memcpy(static_cast<char*>(k_cache.data) + dst, x + src + row, row);
-    std::memcpy(static_cast<char*>(v_cache.data) + dst, x + src + 2 * row, row);
+    const size_t k = static_cast<size_t>(b * W + W - 2 * KC) * elem;  // k of sequence b (after its q); v at +KC
+    const size_t dst = static_cast<size_t>(b * maxT + pos) * row;      // (b, pos, 0) of a cache
+    std::memcpy(static_cast<char*>(k_cache.data) + dst, x + k, row);
+    std::memcpy(static_cast<char*>(v_cache.data) + dst, x + k + row, row);
   }
 }
 
-// qkv (B,3C) (q part), k_cache, v_cache (B,maxT,C) filled for [0,pos] -> out (B,C)
+// qkv (B,C+2KC) (q part), k_cache, v_cache (B,maxT,KC) filled for [0,pos] -> out (B,C)
 void CpuBackend::attention_decode(Tensor out, Tensor qkv, Tensor k_cache, Tensor v_cache, int pos, int NH) {
-  check_decode_views("attention_decode", k_cache, v_cache, qkv, pos, NH);
+  const QkvLayout at = check_decode_views("attention_decode", k_cache, v_cache, qkv, pos, NH);
   Fp32Scope fp32({&out, &qkv, &k_cache, &v_cache});  // bf16/fp16 storage: see storage.h
   const int B = static_cast<int>(qkv.shape[0]), maxT = static_cast<int>(k_cache.shape[1]);
-  const int C = static_cast<int>(k_cache.shape[2]), HS = C / NH;
+  const int64_t C = at.q_width(), KC = at.kv_width(), W = at.width();
+  const int HS = at.HS;
   const int keys = pos + 1;  // the new token sees itself and every earlier position
   const float scale = 1.0f / std::sqrt(static_cast<float>(HS));
   const float* x = qkv.f32();
@@ -47,9 +48,11 @@ void CpuBackend::attention_decode(Tensor out, Tensor qkv, Tensor k_cache, Tensor
   for (int b = 0; b < B; ++b) {
     for (int h = 0; h < NH; ++h) {
       std::vector<float> weight(keys);  // scores, then softmax weights, of this (b,h)
-      const float* q = x + static_cast<int64_t>(b) * 3 * C + h * HS;
-      // position t2 of head h in a cache (B,maxT,C)
-      auto cached = [&](const float* cache, int t2) { return cache + (static_cast<int64_t>(b) * maxT + t2) * C + h * HS; };
+      const float* q = x + b * W + at.q(h);
+      // position t2 of the key/value head query head h reads, in a cache (B,maxT,KC)
+      auto cached = [&](const float* cache, int t2) {
+        return cache + (static_cast<int64_t>(b) * maxT + t2) * KC + at.kv_head(h) * HS;
+      };
       float max_score = -INFINITY;
       for (int t2 = 0; t2 < keys; ++t2) {
         const float* k = cached(K, t2);

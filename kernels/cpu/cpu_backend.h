@@ -47,8 +47,8 @@ class CpuBackend : public Backend {
   void activation_dropout_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act,
                                    const DropoutMask& dropout) override;
   void residual_forward(Tensor out, Tensor a, Tensor b) override;
-  void rope_forward(Tensor qkv, int NH, int first_pos, float theta) override;    // rope.cpp
-  void rope_backward(Tensor dqkv, int NH, int first_pos, float theta) override;
+  void rope_forward(Tensor qkv, int NH, int KVH, int first_pos, float theta) override;    // rope.cpp
+  void rope_backward(Tensor dqkv, int NH, int KVH, int first_pos, float theta) override;
   void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
                                       Tensor dloss_scale, int64_t mean_over) override;
   void cast(Tensor dst, Tensor src) override;
@@ -58,6 +58,9 @@ class CpuBackend : public Backend {
   void loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) override;
 
  private:
+  // Activation::Swiglu, with the FFN's dropout (swiglu.cpp): the activation ops call these
+  void swiglu_forward(Tensor out, Tensor inp, const DropoutMask& dropout);
+  void swiglu_backward(Tensor dinp, Tensor dout, Tensor inp, const DropoutMask& dropout);
   CpuSimd simd_;
 };
 

@@ -1,4 +1,4 @@
-// ReLU and exact (erf) GELU, forward and backward (CUDA). The GELU math is the shared
+// ReLU and exact (erf) GELU, forward and backward (CUDA); SwiGLU runs as its own kernel (swiglu.cu). The GELU math is the shared
 // host/device definition in kernels/common/gelu.h, so both backends evaluate the same formula.
 // Views of any float storage type S (kernels/cuda/storage.cuh): loaded into fp32, rounded on store.
 #include "kernels/common/gelu.h"
@@ -99,6 +99,7 @@ void launch_activation_dropout(S* out, const S* dout, const S* inp, int64_t n, A
 
 // inp (n) -> out (n)
 void CudaBackend::activation_forward(Tensor out, Tensor inp, Activation act) {
+  if (act == Activation::Swiglu) return swiglu_forward(out, inp, kNoDropout);
   const int64_t n = inp.numel();
   const DType dtype = shared_storage_dtype("activation_forward", {out, inp});
   if (n == 0) return;
@@ -117,6 +118,7 @@ void CudaBackend::activation_forward(Tensor out, Tensor inp, Activation act) {
 
 // dout (n), inp (n) the pre-activation -> dinp (n); dinp may alias dout
 void CudaBackend::activation_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act) {
+  if (act == Activation::Swiglu) return swiglu_backward(dinp, dout, inp, kNoDropout);
   const int64_t n = inp.numel();
   const DType dtype = shared_storage_dtype("activation_backward", {dinp, dout, inp});
   if (n == 0) return;
@@ -139,6 +141,7 @@ namespace tt {
 
 // inp (n) the pre-activation -> out (n) = dropout(act(inp)), may alias inp. One kernel.
 void CudaBackend::activation_dropout_forward(Tensor out, Tensor inp, Activation act, const DropoutMask& dropout) {
+  if (act == Activation::Swiglu) return swiglu_forward(out, inp, dropout);
   const int64_t n = inp.numel();
   const DType dtype = shared_storage_dtype("activation_dropout_forward", {out, inp});
   if (n == 0) return;
@@ -152,6 +155,7 @@ void CudaBackend::activation_dropout_forward(Tensor out, Tensor inp, Activation 
 // dout (n), inp (n) the pre-activation -> dinp (n) = act'(inp) dropout(dout), may alias dout. One kernel.
 void CudaBackend::activation_dropout_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act,
                                               const DropoutMask& dropout) {
+  if (act == Activation::Swiglu) return swiglu_backward(dinp, dout, inp, dropout);
   const int64_t n = inp.numel();
   const DType dtype = shared_storage_dtype("activation_dropout_backward", {dinp, dout, inp});
   if (n == 0) return;

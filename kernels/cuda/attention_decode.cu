@@ -1,6 +1,6 @@
 // Incremental decoding with a KV cache on the GPU: the attention of ONE new token per sequence
 // over the keys and values of every earlier position, kept from earlier steps in a cache
-// (B,maxT,C) per layer, so a token costs O(t) work instead of recomputing the whole O(t^2)
+// (B,maxT,KC) per layer, so a token costs O(t) work instead of recomputing the whole O(t^2)
 // prefix. Inference only: no dropout, no backward. The CPU reference is
 // kernels/cpu/attention_decode.cpp; this computes the same thing in the same order wherever
 // one thread owns a sum (the score dot products, the weighted sum of v), so those match it
@@ -29,21 +29,22 @@ namespace {
 constexpr int kDecodeThreads = 128;                    // one block per (b,h): 4 warps
 constexpr int kDecodeWarps = kDecodeThreads / kWarp;
 
-// qkv (B,3C) -> k_cache, v_cache (B,maxT,C): row (b,pos) of each cache = the k (v) part of
-// qkv row b. A copy of stored values: nothing is rounded.
-// Decomposition: one thread per (b,c), grid-stride; consecutive threads copy consecutive
-// channels (coalesced).
+// qkv (B,W) -> k_cache, v_cache (B,maxT,KC): row (b,pos) of each cache = the k (v) part of
+// qkv row b, which starts at W - 2 KC (after the q heads). A copy of stored values: nothing is
+// rounded. Decomposition: one thread per (b,c), grid-stride; consecutive threads copy
+// consecutive channels (coalesced).
 template <typename S>
-__global__ void kv_cache_append_kernel(S* k_cache, S* v_cache, const S* qkv, int64_t B, int C, int maxT, int pos) {
-  const int64_t total = B * C;
+__global__ void kv_cache_append_kernel(S* k_cache, S* v_cache, const S* qkv, int64_t B, int64_t W, int KC, int maxT,
+                                       int pos) {
+  const int64_t total = B * KC;
   for (int64_t i = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < total;
        i += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const int64_t b = i / C;
-    const int c = static_cast<int>(i % C);
-    const S* x = qkv + b * 3 * C;  // [q|k|v] of sequence b
-    const int64_t dst = (b * maxT + pos) * C + c;
-    k_cache[dst] = x[C + c];
-    v_cache[dst] = x[2 * C + c];
+    const int64_t b = i / KC;
+    const int c = static_cast<int>(i % KC);
+    const S* k = qkv + b * W + W - 2 * KC;  // the k part of sequence b; v follows it
+    const int64_t dst = (b * maxT + pos) * KC + c;
+    k_cache[dst] = k[c];
+    v_cache[dst] = k[KC + c];
   }
 }
 
@@ -61,8 +62,8 @@ __device__ __forceinline__ float combine_warps(float warp_result, float* slots, 
   return result;
 }
 
-// qkv (B,3C) (q part), k_cache, v_cache (B,maxT,C) filled for positions [0,keys) -> out (B,C);
-// weights (B*NH, keys) fp32 scratch.
+// qkv (B,W) (q part), k_cache, v_cache (B,maxT,KC) filled for positions [0,keys) -> out (B,C);
+// weights (B*NH, keys) fp32 scratch. Query head h reads key/value head at.kv_head(h).
 // Decomposition: one block per (b,h), grid B*NH, kDecodeThreads threads:
 //   pass 1: thread i scores keys i, i + 128, ...: (q*scale).k over HS in the CPU's order, raw
 //           score into the weights row, then the block max;
@@ -75,24 +76,25 @@ __device__ __forceinline__ float combine_warps(float warp_result, float* slots, 
 template <typename S>
 __global__ void __launch_bounds__(kDecodeThreads)
     attention_decode_kernel(S* __restrict__ out, float* __restrict__ weights, const S* __restrict__ qkv,
-                            const S* __restrict__ k_cache, const S* __restrict__ v_cache, int keys, int maxT, int NH,
-                            int HS) {
+                            const S* __restrict__ k_cache, const S* __restrict__ v_cache, int keys, int maxT,
+                            QkvLayout at) {
   __shared__ float slots[kDecodeWarps];
   extern __shared__ float q_s[];  // [HS]
+  const int NH = at.NH, HS = at.HS;
   const int bh = blockIdx.x, b = bh / NH, h = bh % NH;
-  const int C = NH * HS;
-  const int64_t head = static_cast<int64_t>(b) * maxT * C + static_cast<int64_t>(h) * HS;  // (b, 0, h*HS) of a cache
+  const int64_t C = at.q_width(), KC = at.kv_width();
+  const int64_t head = static_cast<int64_t>(b) * maxT * KC + static_cast<int64_t>(at.kv_head(h)) * HS;  // (b, 0, its kv head) of a cache
   float* w = weights + static_cast<int64_t>(bh) * keys;
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
 
-  const S* q = qkv + static_cast<int64_t>(b) * 3 * C + h * HS;
+  const S* q = qkv + b * at.width() + at.q(h);
   for (int d = threadIdx.x; d < HS; d += blockDim.x) q_s[d] = to_float(q[d]) * scale;
   __syncthreads();
 
   // pass 1: scores and the max
   float max_score = -INFINITY;
   for (int t2 = threadIdx.x; t2 < keys; t2 += blockDim.x) {
-    const S* k = k_cache + head + static_cast<int64_t>(t2) * C;
+    const S* k = k_cache + head + static_cast<int64_t>(t2) * KC;
     float dot = 0.0f;
     for (int d = 0; d < HS; ++d) dot += q_s[d] * to_float(k[d]);
     w[t2] = dot;
@@ -117,33 +119,33 @@ __global__ void __launch_bounds__(kDecodeThreads)
   for (int d = threadIdx.x; d < HS; d += blockDim.x) {
     const S* v = v_cache + head + d;
     float acc = 0.0f;
-    for (int t2 = 0; t2 < keys; ++t2) acc += w[t2] * to_float(v[static_cast<int64_t>(t2) * C]);
+    for (int t2 = 0; t2 < keys; ++t2) acc += w[t2] * to_float(v[static_cast<int64_t>(t2) * KC]);
     orow[d] = from_float<S>(acc);
   }
 }
 
 }  // namespace
 
-// qkv (B,3C) -> k_cache[:,pos,:] = k, v_cache[:,pos,:] = v; caches (B,maxT,C)
+// qkv (B,C+2KC) -> k_cache[:,pos,:] = k, v_cache[:,pos,:] = v; caches (B,maxT,KC)
 void CudaBackend::kv_cache_append(Tensor k_cache, Tensor v_cache, Tensor qkv, int pos) {
-  check_decode_views("kv_cache_append", k_cache, v_cache, qkv, pos, 1);
-  const int64_t B = k_cache.shape[0];
-  const int maxT = static_cast<int>(k_cache.shape[1]), C = static_cast<int>(k_cache.shape[2]);
-  if (B * C == 0) return;
+  check_decode_views("kv_cache_append", k_cache, v_cache, qkv, pos, 0);
+  const int64_t B = k_cache.shape[0], W = qkv.shape[1];
+  const int maxT = static_cast<int>(k_cache.shape[1]), KC = static_cast<int>(k_cache.shape[2]);
+  if (B * KC == 0) return;
   dispatch_storage(qkv.dtype, [&](auto storage) {
     using S = decltype(storage);
-    kv_cache_append_kernel<S><<<grid_stride_blocks(B * C), kThreadsPerBlock, 0, stream_>>>(
-        k_cache.as<S>(), v_cache.as<S>(), qkv.as<S>(), B, C, maxT, pos);
+    kv_cache_append_kernel<S><<<grid_stride_blocks(B * KC), kThreadsPerBlock, 0, stream_>>>(
+        k_cache.as<S>(), v_cache.as<S>(), qkv.as<S>(), B, W, KC, maxT, pos);
   });
   CUDA_CHECK(cudaGetLastError());
 }
 
-// qkv (B,3C) (q part), k_cache, v_cache (B,maxT,C) filled for [0,pos] -> out (B,C)
+// qkv (B,C+2KC) (q part), k_cache, v_cache (B,maxT,KC) filled for [0,pos] -> out (B,C)
 void CudaBackend::attention_decode(Tensor out, Tensor qkv, Tensor k_cache, Tensor v_cache, int pos, int NH) {
-  check_decode_views("attention_decode", k_cache, v_cache, qkv, pos, NH);
+  const QkvLayout at = check_decode_views("attention_decode", k_cache, v_cache, qkv, pos, NH);
   const DType dtype = shared_storage_dtype("attention_decode", {out, qkv, k_cache, v_cache});
   const int64_t B = k_cache.shape[0];
-  const int maxT = static_cast<int>(k_cache.shape[1]), C = static_cast<int>(k_cache.shape[2]), HS = C / NH;
+  const int maxT = static_cast<int>(k_cache.shape[1]), HS = at.HS;
   const int keys = pos + 1;
   const int64_t blocks = B * NH;
   if (blocks == 0 || HS == 0) return;
@@ -155,7 +157,7 @@ void CudaBackend::attention_decode(Tensor out, Tensor qkv, Tensor k_cache, Tenso
   dispatch_storage(dtype, [&](auto storage) {
     using S = decltype(storage);
     attention_decode_kernel<S><<<static_cast<unsigned>(blocks), kDecodeThreads, smem, stream_>>>(
-        out.as<S>(), weights, qkv.as<S>(), k_cache.as<S>(), v_cache.as<S>(), keys, maxT, NH, HS);
+        out.as<S>(), weights, qkv.as<S>(), k_cache.as<S>(), v_cache.as<S>(), keys, maxT, at);
   });
   CUDA_CHECK(cudaGetLastError());
 }

@@ -100,11 +100,15 @@ void reserve_shared_memory(Kernel kernel, size_t bytes, const char* what) {
   CUDA_CHECK(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
 }
 
-// Blocks for one warp per row of every (b,h): B*NH*ceil(T/kRowsPerBlock).
-inline unsigned row_blocks(const AttentionShape& s, const char* what) {
-  if (s.B <= 0 || s.T <= 0 || s.NH <= 0 || s.HS <= 0)
+// Blocks for one warp per row of every (b, head) of `heads` heads (the query heads NH, or the
+// key/value heads): B*heads*ceil(T/kRowsPerBlock). Checks the shape, grouping included.
+inline unsigned row_blocks(const AttentionShape& s, int heads, const char* what) {
+  if (s.B <= 0 || s.T <= 0 || s.NH <= 0 || s.HS <= 0 || heads <= 0)
     throw std::runtime_error(std::string(what) + ": empty or negative attention shape");
-  const int64_t blocks = static_cast<int64_t>(s.B) * s.NH * ((s.T + kRowsPerBlock - 1) / kRowsPerBlock);
+  if (s.NH % s.kv_heads() != 0)
+    throw std::runtime_error(std::string(what) + ": " + std::to_string(s.kv_heads()) +
+                             " key/value heads do not divide " + std::to_string(s.NH) + " query heads");
+  const int64_t blocks = static_cast<int64_t>(s.B) * heads * ((s.T + kRowsPerBlock - 1) / kRowsPerBlock);
   if (blocks > 0x7fffffff) throw std::runtime_error(std::string(what) + ": too many blocks for one launch");
   return static_cast<unsigned>(blocks);
 }

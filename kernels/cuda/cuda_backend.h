@@ -76,8 +76,8 @@ class CudaBackend final : public Backend {
   void activation_dropout_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act,
                                    const DropoutMask& dropout) override;
   void residual_forward(Tensor out, Tensor a, Tensor b) override;
-  void rope_forward(Tensor qkv, int NH, int first_pos, float theta) override;    // rope.cu
-  void rope_backward(Tensor dqkv, int NH, int first_pos, float theta) override;
+  void rope_forward(Tensor qkv, int NH, int KVH, int first_pos, float theta) override;    // rope.cu
+  void rope_backward(Tensor dqkv, int NH, int KVH, int first_pos, float theta) override;
   void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
                                       Tensor dloss_scale, int64_t mean_over) override;
   void cast(Tensor dst, Tensor src) override;
@@ -115,6 +115,9 @@ class CudaBackend final : public Backend {
   // algorithm for (said once on stderr), tiled_gemm.cu runs it instead.
   bool matmul(int m, int n, int k, bool transa, bool transb, const void* A, const void* B, DType ab_type, void* D,
               DType d_type, const void* bias, float beta, float* bias_grad = nullptr);
+  // Activation::Swiglu, with the FFN's dropout (swiglu.cu): the activation ops call these
+  void swiglu_forward(Tensor out, Tensor inp, const DropoutMask& dropout);
+  void swiglu_backward(Tensor dinp, Tensor dout, Tensor inp, const DropoutMask& dropout);
   // The attention ladder (attention.cu): flash_attention.cu's kernels, naive_attention.cu's.
   bool runs_naive_attention(const AttentionShape& s) const;
   void flash_attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s, const DropoutMask& dropout);

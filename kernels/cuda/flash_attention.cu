@@ -19,7 +19,8 @@
 //                 update m and l, lane d accumulates channels d + 32 i of acc.
 //   backward dq   warp = query row; first D = dout . out (written for the next kernel), then per
 //                 key tile: lane j recomputes P_j, dP_j, dS_j; dq accumulates like acc.
-//   backward dkv  warp = key row; per query tile: each of the 256 threads recomputes one
+//   backward dkv  warp = key row (of a key/value head: with grouped-query attention it takes
+//                 its group's query heads one after another); per query tile: each of the 256 threads recomputes one
 //                 (query, key) pair's P, dropout and dS into shared memory, then lane d
 //                 accumulates dk and dv over the tile's queries.
 // Causal: the key tiles wholly above a query block's last row are never loaded (block_keys),
@@ -56,25 +57,25 @@ using namespace attention_tiles;
 constexpr int kMaxHead = 256;  // head sizes the kernels serve: accumulators per lane up to 8
 
 // ---------------------------------------------------------------------------------------------
-// Forward. qkv (B,T,3C) -> out (B,T,C), lse (B,NH,T) fp32.
+// Forward. qkv (B,T,W) (kernels/common/qkv_layout.h) -> out (B,T,C), lse (B,NH,T) fp32.
 // Shared memory: q_s [8][HS] (each warp's query, times scale), k_s [32][HS|1] (odd stride: lane
 // j reads row j, free of bank conflicts), v_s [32][HS].
 // ---------------------------------------------------------------------------------------------
 template <typename S, int kRegs>
 __global__ void __launch_bounds__(kThreads)
     flash_attention_forward_kernel(S* __restrict__ out, float* __restrict__ lse, const S* __restrict__ qkv, int T,
-                                   int NH, int HS, bool causal, DropoutMask dropout) {
+                                   QkvLayout at, bool causal, DropoutMask dropout) {
   extern __shared__ float smem[];
+  const int HS = at.HS;
   const int key_stride = HS | 1;
-  const QueryRow r = query_row(T, NH, causal);
+  const QueryRow r = query_row(T, at.NH, causal);
   float* q_s = smem + r.warp * HS;
   float* k_s = smem + kRowsPerBlock * HS;
   float* v_s = k_s + kTile * key_stride;
 
-  const int C = NH * HS;
-  const int64_t C3 = 3 * static_cast<int64_t>(C);
-  const int64_t q_base = static_cast<int64_t>(r.b) * T * C3 + static_cast<int64_t>(r.h) * HS;  // token 0 of (b,h)
-  const int64_t k_base = q_base + C, v_base = q_base + 2 * C;
+  const int64_t C = at.q_width(), W = at.width();
+  const int64_t token0 = static_cast<int64_t>(r.b) * T * W;  // token 0 of batch b
+  const int64_t q_base = token0 + at.q(r.h), k_base = token0 + at.k(r.h), v_base = token0 + at.v(r.h);
   const int64_t mask_row = (static_cast<int64_t>(r.bh) * T + r.t) * T;  // mask index of weight (b,h,t,0)
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   const float p = dropout.p;
@@ -83,7 +84,7 @@ __global__ void __launch_bounds__(kThreads)
   const float keep_scale = 1.0f / (1.0f - p);
 
   if (r.active)
-    for (int d = r.lane; d < HS; d += kWarp) q_s[d] = to_float(qkv[q_base + r.t * C3 + d]) * scale;
+    for (int d = r.lane; d < HS; d += kWarp) q_s[d] = to_float(qkv[q_base + r.t * W + d]) * scale;
 
   float m = -INFINITY;  // running max of the row's scores
   float l = 0.0f;       // running sum of exp(score - m)
@@ -93,8 +94,8 @@ __global__ void __launch_bounds__(kThreads)
 
   for (int tile = 0; tile < r.block_keys; tile += kTile) {
     __syncthreads();  // every warp is done with the previous tile (and, first time, q_s is written)
-    load_tile(k_s, key_stride, qkv, k_base, tile, T, C3, HS);
-    load_tile(v_s, HS, qkv, v_base, tile, T, C3, HS);
+    load_tile(k_s, key_stride, qkv, k_base, tile, T, W, HS);
+    load_tile(v_s, HS, qkv, v_base, tile, T, W, HS);
     __syncthreads();
     if (tile >= r.visible) continue;  // warp-uniform: this row sees none of the tile
     // lane j: the score of key tile + j, the row's order of products (the CPU's)
@@ -141,7 +142,7 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Backward, kernel 1: D and dq. dout (B,T,C), out (B,T,C), qkv (B,T,3C), lse (B,NH,T) ->
+// Backward, kernel 1: D and dq. dout (B,T,C), out (B,T,C), qkv (B,T,W), lse (B,NH,T) ->
 // dout_dot_out (B,NH,T) fp32 = D, dqkv q part (B,T,[0,C)).
 // Shared memory: q_s and do_s [8][HS] (each warp's query times scale, and its dout row), k_s and
 // v_s [32][HS|1] (lane j reads row j for its dot products).
@@ -150,20 +151,20 @@ template <typename S, int kRegs>
 __global__ void __launch_bounds__(kThreads)
     flash_attention_backward_dq_kernel(S* __restrict__ dqkv, float* __restrict__ dout_dot_out,
                                        const S* __restrict__ dout, const S* __restrict__ out,
-                                       const S* __restrict__ qkv, const float* __restrict__ lse, int T, int NH,
-                                       int HS, bool causal, DropoutMask dropout) {
+                                       const S* __restrict__ qkv, const float* __restrict__ lse, int T,
+                                       QkvLayout at, bool causal, DropoutMask dropout) {
   extern __shared__ float smem[];
+  const int HS = at.HS;
   const int row_stride = HS | 1;
-  const QueryRow r = query_row(T, NH, causal);
+  const QueryRow r = query_row(T, at.NH, causal);
   float* q_s = smem + r.warp * HS;
   float* do_s = smem + (kRowsPerBlock + r.warp) * HS;
   float* k_s = smem + 2 * kRowsPerBlock * HS;
   float* v_s = k_s + kTile * row_stride;
 
-  const int C = NH * HS;
-  const int64_t C3 = 3 * static_cast<int64_t>(C);
-  const int64_t q_base = static_cast<int64_t>(r.b) * T * C3 + static_cast<int64_t>(r.h) * HS;
-  const int64_t k_base = q_base + C, v_base = q_base + 2 * C;
+  const int64_t C = at.q_width(), W = at.width();
+  const int64_t token0 = static_cast<int64_t>(r.b) * T * W;
+  const int64_t q_base = token0 + at.q(r.h), k_base = token0 + at.k(r.h), v_base = token0 + at.v(r.h);
   const int64_t mask_row = (static_cast<int64_t>(r.bh) * T + r.t) * T;
   const int64_t stat = static_cast<int64_t>(r.bh) * T + r.t;  // this row's lse and D
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
@@ -175,12 +176,12 @@ __global__ void __launch_bounds__(kThreads)
   // D = dout . out over the head's channels, before any key: the softmax backward's row term
   float row_lse = 0.0f, D = 0.0f;
   if (r.active) {
-    const int64_t row = (static_cast<int64_t>(r.b) * T + r.t) * C + r.h * HS;
+    const int64_t row = (static_cast<int64_t>(r.b) * T + r.t) * C + at.q(r.h);
     float part = 0.0f;
     for (int d = r.lane; d < HS; d += kWarp) {
       const float g = to_float(dout[row + d]);
       do_s[d] = g;
-      q_s[d] = to_float(qkv[q_base + r.t * C3 + d]) * scale;
+      q_s[d] = to_float(qkv[q_base + r.t * W + d]) * scale;
       part += g * to_float(out[row + d]);
     }
     D = warp_sum(part);
@@ -193,8 +194,8 @@ __global__ void __launch_bounds__(kThreads)
   for (int i = 0; i < kRegs; ++i) acc[i] = 0.0f;
   for (int tile = 0; tile < r.block_keys; tile += kTile) {
     __syncthreads();
-    load_tile(k_s, row_stride, qkv, k_base, tile, T, C3, HS);
-    load_tile(v_s, row_stride, qkv, v_base, tile, T, C3, HS);
+    load_tile(k_s, row_stride, qkv, k_base, tile, T, W, HS);
+    load_tile(v_s, row_stride, qkv, v_base, tile, T, W, HS);
     __syncthreads();
     if (tile >= r.visible) continue;  // warp-uniform (the dropout helper shuffles)
     const int j_key = tile + r.lane;
@@ -224,7 +225,7 @@ __global__ void __launch_bounds__(kThreads)
     }
   }
   if (!r.active) return;
-  S* dq_row = dqkv + (static_cast<int64_t>(r.b) * T + r.t) * C3 + r.h * HS;
+  S* dq_row = dqkv + (static_cast<int64_t>(r.b) * T + r.t) * W + at.q(r.h);
 #pragma unroll
   for (int i = 0; i < kRegs; ++i) {
     const int d = r.lane + kWarp * i;
@@ -233,12 +234,14 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // ---------------------------------------------------------------------------------------------
-// Backward, kernel 2: dk and dv, after kernel 1 has written D. dout (B,T,C), qkv (B,T,3C), lse
-// and D (B,NH,T) -> dqkv k and v parts (B,T,[C,3C)).
-// One warp per key row (b,h,t2), kRowsPerBlock key rows of one (b,h) per block; the block
-// streams the queries in tiles of 32. Per tile, thread i takes the pair (query j = i / 8, key
-// kk = i % 8) and recomputes w = dropout P (dv's weight) and g = dS scale (dk's), into w_s and
-// g_s [32][8]; then lane d sums w dout_j and g q_j over the tile's queries in increasing order.
+// Backward, kernel 2: dk and dv, after kernel 1 has written D. dout (B,T,C), qkv (B,T,W), lse
+// and D (B,NH,T) -> dqkv k and v parts.
+// One warp per key row (b, key/value head, t2), kRowsPerBlock key rows of one (b, key/value
+// head) per block; the block streams the queries of each query head of the key's group in
+// turn (one head, as plain multi-head attention, unless grouped), in tiles of 32. Per tile,
+// thread i takes the pair (query j = i / 8, key kk = i % 8) and recomputes w = dropout P (dv's
+// weight) and g = dS scale (dk's), into w_s and g_s [32][8]; then lane d sums w dout_j and g q_j
+// over the tile's queries in increasing order, head after head (the CPU's order).
 // Shared memory: kq_s, kv_s [8][HS|1] (the block's keys and values), q_s, do_s [32][HS|1] (the
 // tile's queries, unscaled, and their dout rows), lse_s, d_s [32], w_s, g_s [32][8].
 // ---------------------------------------------------------------------------------------------
@@ -246,8 +249,9 @@ template <typename S, int kRegs>
 __global__ void __launch_bounds__(kThreads)
     flash_attention_backward_dkv_kernel(S* __restrict__ dqkv, const S* __restrict__ dout, const S* __restrict__ qkv,
                                         const float* __restrict__ lse, const float* __restrict__ dout_dot_out, int T,
-                                        int NH, int HS, bool causal, DropoutMask dropout) {
+                                        QkvLayout at, bool causal, DropoutMask dropout) {
   extern __shared__ float smem[];
+  const int HS = at.HS;
   const int stride = HS | 1;
   float* key_s = smem;                           // [8][stride]
   float* val_s = key_s + kRowsPerBlock * stride;  // [8][stride]
@@ -259,17 +263,16 @@ __global__ void __launch_bounds__(kThreads)
   float* g_s = w_s + kTile * kRowsPerBlock;       // [32][8]
 
   const int blocks_per_head = (T + kRowsPerBlock - 1) / kRowsPerBlock;
-  const int bh = static_cast<int>(blockIdx.x / blocks_per_head);
+  const int bkv = static_cast<int>(blockIdx.x / blocks_per_head);  // b * KVH + key/value head
   const int key0 = static_cast<int>(blockIdx.x % blocks_per_head) * kRowsPerBlock;
-  const int b = bh / NH, h = bh % NH;
+  const int b = bkv / at.KVH, kv = bkv % at.KVH;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int t2 = key0 + warp;  // this warp's key
 
-  const int C = NH * HS;
-  const int64_t C3 = 3 * static_cast<int64_t>(C);
-  const int64_t q_base = static_cast<int64_t>(b) * T * C3 + static_cast<int64_t>(h) * HS;
-  const int64_t do_base = static_cast<int64_t>(b) * T * C + static_cast<int64_t>(h) * HS;
-  const int64_t head = static_cast<int64_t>(bh) * T;  // (b,h) row 0, in rows of T
+  const int64_t C = at.q_width(), W = at.width();
+  const int64_t token0 = static_cast<int64_t>(b) * T * W;
+  const int h0 = kv * at.group();  // the group's first query head: at.k(h0) is this key head
+  const int64_t k_base = token0 + at.k(h0), v_base = token0 + at.v(h0);
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   const float p = dropout.p;
   DropoutKey key{};
@@ -281,52 +284,58 @@ __global__ void __launch_bounds__(kThreads)
     const int k = i / HS, d = i - k * HS;
     const int row = key0 + k;
     const bool in = row < T;
-    key_s[k * stride + d] = in ? to_float(qkv[q_base + C + static_cast<int64_t>(row) * C3 + d]) : 0.0f;
-    val_s[k * stride + d] = in ? to_float(qkv[q_base + 2 * C + static_cast<int64_t>(row) * C3 + d]) : 0.0f;
+    key_s[k * stride + d] = in ? to_float(qkv[k_base + static_cast<int64_t>(row) * W + d]) : 0.0f;
+    val_s[k * stride + d] = in ? to_float(qkv[v_base + static_cast<int64_t>(row) * W + d]) : 0.0f;
   }
 
   float acc_k[kRegs], acc_v[kRegs];
 #pragma unroll
   for (int i = 0; i < kRegs; ++i) acc_k[i] = acc_v[i] = 0.0f;
-  for (int tile = first_query; tile < T; tile += kTile) {
-    __syncthreads();  // the previous tile is consumed (and, first time, the keys are written)
-    load_tile(q_s, stride, qkv, q_base, tile, T, C3, HS);
-    load_tile(do_s, stride, dout, do_base, tile, T, C, HS);
-    if (threadIdx.x < kTile) {
-      const int t = tile + threadIdx.x;
-      lse_s[threadIdx.x] = t < T ? lse[head + t] : 0.0f;
-      d_s[threadIdx.x] = t < T ? dout_dot_out[head + t] : 0.0f;
-    }
-    __syncthreads();
-    {  // one (query, key) pair per thread
-      const int j = threadIdx.x / kRowsPerBlock, k = threadIdx.x % kRowsPerBlock;
-      const int t = tile + j, key_row = key0 + k;
-      float w = 0.0f, g = 0.0f;
-      if (t < T && key_row < T && (!causal || t >= key_row)) {
-        const float* q_row = q_s + j * stride;
-        const float* k_row = key_s + k * stride;
-        const float* do_row = do_s + j * stride;
-        const float* v_row = val_s + k * stride;
-        float score = 0.0f, dov = 0.0f;
-        for (int d = 0; d < HS; ++d) score += (q_row[d] * scale) * k_row[d];  // the forward's bits
-        for (int d = 0; d < HS; ++d) dov += do_row[d] * v_row[d];
-        const float P = expf(score - lse_s[j]);
-        const float factor =
-            p > 0.0f ? dropout_scale(key, dropout.index_offset + static_cast<uint64_t>((head + t) * T + key_row), p)
-                     : 1.0f;
-        w = factor * P;
-        g = P * (factor * dov - d_s[j]) * scale;
+  for (int h = h0; h < h0 + at.group(); ++h) {
+    const int64_t q_base = token0 + at.q(h);
+    const int64_t do_base = static_cast<int64_t>(b) * T * C + at.q(h);
+    const int64_t head = (static_cast<int64_t>(b) * at.NH + h) * T;  // (b,h) row 0, in rows of T
+    for (int tile = first_query; tile < T; tile += kTile) {
+      __syncthreads();  // the previous tile is consumed (and, first time, the keys are written)
+      load_tile(q_s, stride, qkv, q_base, tile, T, W, HS);
+      load_tile(do_s, stride, dout, do_base, tile, T, C, HS);
+      if (threadIdx.x < kTile) {
+        const int t = tile + threadIdx.x;
+        lse_s[threadIdx.x] = t < T ? lse[head + t] : 0.0f;
+        d_s[threadIdx.x] = t < T ? dout_dot_out[head + t] : 0.0f;
       }
-      w_s[threadIdx.x] = w;
-      g_s[threadIdx.x] = g;
+      __syncthreads();
+      {  // one (query, key) pair per thread
+        const int j = threadIdx.x / kRowsPerBlock, k = threadIdx.x % kRowsPerBlock;
+        const int t = tile + j, key_row = key0 + k;
+        float w = 0.0f, g = 0.0f;
+        if (t < T && key_row < T && (!causal || t >= key_row)) {
+          const float* q_row = q_s + j * stride;
+          const float* k_row = key_s + k * stride;
+          const float* do_row = do_s + j * stride;
+          const float* v_row = val_s + k * stride;
+          float score = 0.0f, dov = 0.0f;
+          for (int d = 0; d < HS; ++d) score += (q_row[d] * scale) * k_row[d];  // the forward's bits
+          for (int d = 0; d < HS; ++d) dov += do_row[d] * v_row[d];
+          const float P = expf(score - lse_s[j]);
+          const float factor =
+              p > 0.0f ? dropout_scale(key, dropout.index_offset + static_cast<uint64_t>((head + t) * T + key_row), p)
+                       : 1.0f;
+          w = factor * P;
+          g = P * (factor * dov - d_s[j]) * scale;
+        }
+        w_s[threadIdx.x] = w;
+        g_s[threadIdx.x] = g;
+      }
+      __syncthreads();
+      if (t2 >= T) continue;  // warp-uniform; the block's barriers are all at the loop's top
+      add_query_tile(acc_k, acc_v, w_s, g_s, q_s, do_s, stride, HS, min(kTile, T - tile), tile, t2, causal, warp,
+                     lane);
     }
-    __syncthreads();
-    if (t2 >= T) continue;  // warp-uniform; the block's barriers are all at the loop's top
-    add_query_tile(acc_k, acc_v, w_s, g_s, q_s, do_s, stride, HS, min(kTile, T - tile), tile, t2, causal, warp, lane);
   }
   if (t2 >= T) return;
-  S* dk = dqkv + (static_cast<int64_t>(b) * T + t2) * C3 + C + h * HS;
-  S* dv = dk + C;
+  S* dk = dqkv + token0 + static_cast<int64_t>(t2) * W + at.k(h0);
+  S* dv = dqkv + token0 + static_cast<int64_t>(t2) * W + at.v(h0);
 #pragma unroll
   for (int i = 0; i < kRegs; ++i) {
     const int d = lane + kWarp * i;
@@ -366,10 +375,10 @@ void dispatch_head_regs(int HS, F&& f) {
 
 bool flash_attention_serves(const AttentionShape& s) { return s.HS <= kMaxHead; }
 
-// qkv (B,T,3C) -> out (B,T,C), lse (B,NH,T)
+// qkv (B,T,W) -> out (B,T,C), lse (B,NH,T)
 void CudaBackend::flash_attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s,
                                           const DropoutMask& dropout) {
-  const unsigned blocks = row_blocks(s, "attention_forward");
+  const unsigned blocks = row_blocks(s, s.NH, "attention_forward");
   const DType dtype = shared_storage_dtype("attention_forward", {out, qkv});
   const size_t smem = forward_smem_bytes(s.HS);
   dispatch_storage(dtype, [&](auto storage) {
@@ -378,16 +387,17 @@ void CudaBackend::flash_attention_forward(Tensor out, Tensor lse, Tensor qkv, co
       constexpr int kRegs = decltype(regs)::value;
       reserve_shared_memory(flash_attention_forward_kernel<S, kRegs>, smem, "attention_forward");
       flash_attention_forward_kernel<S, kRegs><<<blocks, kThreads, smem, stream_>>>(
-          out.as<S>(), lse.f32(), qkv.as<S>(), s.T, s.NH, s.HS, s.causal, dropout);
+          out.as<S>(), lse.f32(), qkv.as<S>(), s.T, s.layout(), s.causal, dropout);
     });
   });
   CUDA_CHECK(cudaGetLastError());
 }
 
-// dout (B,T,C) -> dqkv (B,T,3C) overwritten; dout_dot_out (B,NH,T) gets D
+// dout (B,T,C) -> dqkv (B,T,W) overwritten; dout_dot_out (B,NH,T) gets D
 void CudaBackend::flash_attention_backward(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Tensor qkv, Tensor out,
                                            Tensor lse, const AttentionShape& s, const DropoutMask& dropout) {
-  const unsigned blocks = row_blocks(s, "attention_backward");
+  const unsigned blocks = row_blocks(s, s.NH, "attention_backward");
+  const unsigned key_blocks = row_blocks(s, s.kv_heads(), "attention_backward");  // per key/value head
   const DType dtype = shared_storage_dtype("attention_backward", {dqkv, dout, qkv, out});
   const size_t smem_dq = backward_dq_smem_bytes(s.HS), smem_dkv = backward_dkv_smem_bytes(s.HS);
   dispatch_storage(dtype, [&](auto storage) {
@@ -396,12 +406,12 @@ void CudaBackend::flash_attention_backward(Tensor dqkv, Tensor dout_dot_out, Ten
       constexpr int kRegs = decltype(regs)::value;
       reserve_shared_memory(flash_attention_backward_dq_kernel<S, kRegs>, smem_dq, "attention_backward");
       flash_attention_backward_dq_kernel<S, kRegs><<<blocks, kThreads, smem_dq, stream_>>>(
-          dqkv.as<S>(), dout_dot_out.f32(), dout.as<S>(), out.as<S>(), qkv.as<S>(), lse.f32(), s.T, s.NH, s.HS,
+          dqkv.as<S>(), dout_dot_out.f32(), dout.as<S>(), out.as<S>(), qkv.as<S>(), lse.f32(), s.T, s.layout(),
           s.causal, dropout);
       CUDA_CHECK(cudaGetLastError());
       reserve_shared_memory(flash_attention_backward_dkv_kernel<S, kRegs>, smem_dkv, "attention_backward");
-      flash_attention_backward_dkv_kernel<S, kRegs><<<blocks, kThreads, smem_dkv, stream_>>>(
-          dqkv.as<S>(), dout.as<S>(), qkv.as<S>(), lse.f32(), dout_dot_out.f32(), s.T, s.NH, s.HS, s.causal,
+      flash_attention_backward_dkv_kernel<S, kRegs><<<key_blocks, kThreads, smem_dkv, stream_>>>(
+          dqkv.as<S>(), dout.as<S>(), qkv.as<S>(), lse.f32(), dout_dot_out.f32(), s.T, s.layout(), s.causal,
           dropout);
     });
   });

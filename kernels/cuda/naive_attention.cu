@@ -14,10 +14,10 @@
 // (kernels/backend.h). So the backward first recomputes P with the forward's own kernel (its
 // first two passes: the same bits), then runs its two kernels on it.
 //
-// Every kernel reads and writes the packed layout directly: qkv (B,T,3C) holds [q|k|v] per
-// token and head h uses channels h*HS .. h*HS+HS-1 of each part. Any T (keys and queries are
-// streamed through shared memory in tiles of 32) and any HS (outputs are built in slabs of 128
-// channels; shared memory grows with HS, about 20 KiB at HS = 128).
+// Every kernel reads and writes the packed layout directly: qkv (B,T,W) holds [q|k|v] per
+// token (kernels/common/qkv_layout.h: query head h reads its group's key and value head). Any
+// T (keys and queries are streamed through shared memory in tiles of 32) and any HS (outputs
+// are built in slabs of 128 channels; shared memory grows with HS, about 20 KiB at HS = 128).
 // Deterministic: no atomics; every output element is written by exactly one thread, and every
 // sum runs in a fixed order. Storage: qkv, out, dout and dqkv are in the activation storage type
 // S (float, bf16 or f16; kernels/cuda/storage.cuh), converted to fp32 as they are loaded; all
@@ -52,7 +52,7 @@ constexpr int kSlabRegs = kSlab / kWarp;          // accumulators per lane: chan
 // order (the CPU's order).
 template <typename S, typename WeightOf>
 __device__ __forceinline__ void weighted_key_rows(S* out_row, float* tile_s, const S* __restrict__ qkv,
-                                                  int64_t part_base, const QueryRow& r, int T, int64_t C3, int HS,
+                                                  int64_t part_base, const QueryRow& r, int T, int64_t W, int HS,
                                                   WeightOf weight_of) {
   for (int slab = 0; slab < HS; slab += kSlab) {
     const int width = min(kSlab, HS - slab);
@@ -61,7 +61,7 @@ __device__ __forceinline__ void weighted_key_rows(S* out_row, float* tile_s, con
     for (int i = 0; i < kSlabRegs; ++i) acc[i] = 0.0f;
     for (int tile = 0; tile < r.block_keys; tile += kTile) {
       __syncthreads();
-      load_tile(tile_s, width, qkv, part_base + slab, tile, T, C3, width);
+      load_tile(tile_s, width, qkv, part_base + slab, tile, T, W, width);
       __syncthreads();
       if (tile < r.visible) {  // warp-uniform: the whole warp shuffles below
         const float w = weight_of(tile);
@@ -88,7 +88,7 @@ __device__ __forceinline__ void weighted_key_rows(S* out_row, float* tile_s, con
 }
 
 // ---------------------------------------------------------------------------------------------
-// Forward. qkv (B,T,3C) -> out (B,T,C), lse (B,NH,T), and in work (B,NH,T,T) fp32 the softmax
+// Forward. qkv (B,T,W) -> out (B,T,C), lse (B,NH,T), and in work (B,NH,T,T) fp32 the softmax
 // weights before dropout (masked entries 0). With out null, only the weights (the backward's
 // recomputation: passes 1 and 2); with lse null, no lse.
 // Decomposition: one warp per query row (b,h,t); a block is kRowsPerBlock consecutive query rows
@@ -108,30 +108,30 @@ __device__ __forceinline__ void weighted_key_rows(S* out_row, float* tile_s, con
 template <typename S>
 __global__ void __launch_bounds__(kThreads)
     attention_forward_kernel(S* __restrict__ out, float* __restrict__ lse, float* __restrict__ work,
-                             const S* __restrict__ qkv, int T, int NH, int HS, bool causal, DropoutMask dropout) {
+                             const S* __restrict__ qkv, int T, QkvLayout at, bool causal, DropoutMask dropout) {
   extern __shared__ float smem[];
+  const int HS = at.HS;
   const int key_stride = HS | 1;
-  const QueryRow r = query_row(T, NH, causal);
+  const QueryRow r = query_row(T, at.NH, causal);
   float* q_s = smem + r.warp * HS;
   float* tile_s = smem + kRowsPerBlock * HS;
 
-  const int C = NH * HS;
-  const int64_t C3 = 3 * static_cast<int64_t>(C);
-  const int64_t q_base = static_cast<int64_t>(r.b) * T * C3 + static_cast<int64_t>(r.h) * HS;  // token 0 of (b,h)
-  const int64_t k_base = q_base + C, v_base = q_base + 2 * C;
+  const int64_t C = at.q_width(), W = at.width();
+  const int64_t token0 = static_cast<int64_t>(r.b) * T * W;  // token 0 of batch b
+  const int64_t q_base = token0 + at.q(r.h), k_base = token0 + at.k(r.h), v_base = token0 + at.v(r.h);
   const int64_t prob_row = (static_cast<int64_t>(r.bh) * T + r.t) * T;  // mask index of (b,h,t,0)
   float* prow = work + prob_row;
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   const float p = dropout.p;
 
   if (r.active)
-    for (int d = r.lane; d < HS; d += kWarp) q_s[d] = to_float(qkv[q_base + r.t * C3 + d]) * scale;
+    for (int d = r.lane; d < HS; d += kWarp) q_s[d] = to_float(qkv[q_base + r.t * W + d]) * scale;
 
   // pass 1: scores and the row max
   float max_score = -INFINITY;
   for (int tile = 0; tile < r.block_keys; tile += kTile) {
     __syncthreads();  // the previous tile (and, first time, q_s) is complete / consumed
-    load_tile(tile_s, key_stride, qkv, k_base, tile, T, C3, HS);
+    load_tile(tile_s, key_stride, qkv, k_base, tile, T, W, HS);
     __syncthreads();
     const int t2 = tile + r.lane;
     if (t2 < r.visible) {
@@ -163,8 +163,8 @@ __global__ void __launch_bounds__(kThreads)
   DropoutKey key{};
   if (p > 0.0f) key = dropout.key();  // reads the step from device memory
   const float keep_scale = 1.0f / (1.0f - p);
-  S* orow = out + (static_cast<int64_t>(r.b) * T + r.t) * C + r.h * HS;
-  weighted_key_rows(orow, tile_s, qkv, v_base, r, T, C3, HS, [&](int tile) {
+  S* orow = out + (static_cast<int64_t>(r.b) * T + r.t) * C + at.q(r.h);
+  weighted_key_rows(orow, tile_s, qkv, v_base, r, T, W, HS, [&](int tile) {
     const int t2 = tile + r.lane;
     float w = t2 < r.visible ? prow[t2] : 0.0f;  // written by this lane in pass 2 (tile % 32 == 0)
     if (p > 0.0f)
@@ -176,7 +176,7 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---------------------------------------------------------------------------------------------
 // Backward, kernel 1: score gradients and dq.
-// dout (B,T,C), qkv (B,T,3C), probs (B,NH,T,T) fp32 (the recomputed weights) -> dS (B,NH,T,T)
+// dout (B,T,C), qkv (B,T,W), probs (B,NH,T,T) fp32 (the recomputed weights) -> dS (B,NH,T,T)
 // fp32 (0 where masked); dqkv q part (B,T,[0,C)).
 // Decomposition: as the forward, one warp per query row (b,h,t), kRowsPerBlock rows per block,
 // grid B*NH*ceil(T/kRowsPerBlock), keys streamed in tiles of 32:
@@ -189,17 +189,17 @@ template <typename S>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dq_kernel(S* __restrict__ dqkv, float* __restrict__ dS, const S* __restrict__ dout,
                                  const S* __restrict__ qkv, const float* __restrict__ probs,
-                                 int T, int NH, int HS, bool causal, DropoutMask dropout) {
+                                 int T, QkvLayout at, bool causal, DropoutMask dropout) {
   extern __shared__ float smem[];
+  const int HS = at.HS;
   const int val_stride = HS | 1;
-  const QueryRow r = query_row(T, NH, causal);
+  const QueryRow r = query_row(T, at.NH, causal);
   float* do_s = smem + r.warp * HS;
   float* tile_s = smem + kRowsPerBlock * HS;
 
-  const int C = NH * HS;
-  const int64_t C3 = 3 * static_cast<int64_t>(C);
-  const int64_t q_base = static_cast<int64_t>(r.b) * T * C3 + static_cast<int64_t>(r.h) * HS;
-  const int64_t k_base = q_base + C, v_base = q_base + 2 * C;
+  const int64_t C = at.q_width(), W = at.width();
+  const int64_t token0 = static_cast<int64_t>(r.b) * T * W;
+  const int64_t k_base = token0 + at.k(r.h), v_base = token0 + at.v(r.h);
   const int64_t prob_row = (static_cast<int64_t>(r.bh) * T + r.t) * T;
   const float* prow = probs + prob_row;
   float* dsrow = dS + prob_row;
@@ -210,7 +210,7 @@ __global__ void __launch_bounds__(kThreads)
   const float keep_scale = 1.0f / (1.0f - p);
 
   if (r.active) {
-    const S* drow = dout + (static_cast<int64_t>(r.b) * T + r.t) * C + r.h * HS;
+    const S* drow = dout + (static_cast<int64_t>(r.b) * T + r.t) * C + at.q(r.h);
     for (int d = r.lane; d < HS; d += kWarp) do_s[d] = to_float(drow[d]);
   }
 
@@ -218,7 +218,7 @@ __global__ void __launch_bounds__(kThreads)
   float dot_pdp = 0.0f;
   for (int tile = 0; tile < r.block_keys; tile += kTile) {
     __syncthreads();
-    load_tile(tile_s, val_stride, qkv, v_base, tile, T, C3, HS);
+    load_tile(tile_s, val_stride, qkv, v_base, tile, T, W, HS);
     __syncthreads();
     if (tile < r.visible) {  // warp-uniform (the dropout helper shuffles)
       const int t2 = tile + r.lane;
@@ -242,8 +242,8 @@ __global__ void __launch_bounds__(kThreads)
   }
 
   // pass 3: dq = sum_t2 (dS scale) k, per slab
-  S* dqrow = dqkv + (static_cast<int64_t>(r.b) * T + r.t) * C3 + r.h * HS;
-  weighted_key_rows(dqrow, tile_s, qkv, k_base, r, T, C3, HS, [&](int tile) {
+  S* dqrow = dqkv + token0 + r.t * W + at.q(r.h);
+  weighted_key_rows(dqrow, tile_s, qkv, k_base, r, T, W, HS, [&](int tile) {
     const int t2 = tile + r.lane;
     return t2 < r.visible ? dsrow[t2] * scale : 0.0f;  // this lane's own entry
   });
@@ -251,22 +251,23 @@ __global__ void __launch_bounds__(kThreads)
 
 // ---------------------------------------------------------------------------------------------
 // Backward, kernel 2: dk and dv, after kernel 1 has stored dS.
-// dout (B,T,C), qkv (B,T,3C), probs and dS (B,NH,T,T) fp32 -> dqkv k and v parts
-// (B,T,[C,3C)).
-// Decomposition: one warp per key row (b,h,t2); a block is kRowsPerBlock consecutive key rows of
-// one (b,h), grid B*NH*ceil(T/kRowsPerBlock). The block streams the queries t (from its first
-// key when causal) in tiles of 32: q and dout slabs of the tile, plus the tile's weights for its
-// keys, w = dropout*P[t,t2] and g = dS[t,t2]*scale, one element per thread. Lane owns channels
-// lane + 32 i; each warp sums over t in increasing order (the CPU's order):
-// dv_t2 = sum_t w dout_t, dk_t2 = sum_t g q_t. Per 128-channel slab.
+// dout (B,T,C), qkv (B,T,W), probs and dS (B,NH,T,T) fp32 -> dqkv k and v parts.
+// Decomposition: one warp per key row (b, key/value head, t2); a block is kRowsPerBlock
+// consecutive key rows of one (b, key/value head), grid B*KVH*ceil(T/kRowsPerBlock). For each
+// query head of the key's group in turn (one, unless grouped), the block streams the queries t
+// (from its first key when causal) in tiles of 32: q and dout slabs of the tile, plus the
+// tile's weights for its keys, w = dropout*P[t,t2] and g = dS[t,t2]*scale, one element per
+// thread. Lane owns channels lane + 32 i; each warp sums over t in increasing order, head after
+// head (the CPU's order): dv_t2 = sum_t w dout_t, dk_t2 = sum_t g q_t. Per 128-channel slab.
 // Shared memory: 2*kTile*min(HS,128) (q and dout slabs) + 2*kTile*kRowsPerBlock (w and g).
 // ---------------------------------------------------------------------------------------------
 template <typename S>
 __global__ void __launch_bounds__(kThreads)
     attention_backward_dkv_kernel(S* __restrict__ dqkv, const float* __restrict__ dS, const S* __restrict__ dout,
-                                  const S* __restrict__ qkv, const float* __restrict__ probs, int T, int NH, int HS,
+                                  const S* __restrict__ qkv, const float* __restrict__ probs, int T, QkvLayout at,
                                   bool causal, DropoutMask dropout) {
   extern __shared__ float smem[];
+  const int HS = at.HS;
   const int slab_width = min(kSlab, HS);
   float* q_s = smem;                              // [kTile][slab_width]
   float* do_s = q_s + kTile * slab_width;         // [kTile][slab_width]
@@ -274,17 +275,15 @@ __global__ void __launch_bounds__(kThreads)
   float* g_s = w_s + kTile * kRowsPerBlock;       // [kTile][kRowsPerBlock]
 
   const int blocks_per_head = (T + kRowsPerBlock - 1) / kRowsPerBlock;
-  const int bh = static_cast<int>(blockIdx.x / blocks_per_head);
+  const int bkv = static_cast<int>(blockIdx.x / blocks_per_head);  // b * KVH + key/value head
   const int key0 = static_cast<int>(blockIdx.x % blocks_per_head) * kRowsPerBlock;
-  const int b = bh / NH, h = bh % NH;
+  const int b = bkv / at.KVH, kv = bkv % at.KVH;
   const int warp = threadIdx.x / kWarp, lane = threadIdx.x % kWarp;
   const int t2 = key0 + warp;
 
-  const int C = NH * HS;
-  const int64_t C3 = 3 * static_cast<int64_t>(C);
-  const int64_t q_base = static_cast<int64_t>(b) * T * C3 + static_cast<int64_t>(h) * HS;
-  const int64_t do_base = static_cast<int64_t>(b) * T * C + static_cast<int64_t>(h) * HS;
-  const int64_t head = static_cast<int64_t>(bh) * T;  // (b,h) row 0 of probs, in rows of T
+  const int64_t C = at.q_width(), W = at.width();
+  const int64_t token0 = static_cast<int64_t>(b) * T * W;
+  const int h0 = kv * at.group();  // the group's first query head
   const float scale = 1.0f / sqrtf(static_cast<float>(HS));
   const float p = dropout.p;
   DropoutKey key{};
@@ -296,32 +295,38 @@ __global__ void __launch_bounds__(kThreads)
     float acc_k[kSlabRegs], acc_v[kSlabRegs];
 #pragma unroll
     for (int i = 0; i < kSlabRegs; ++i) acc_k[i] = acc_v[i] = 0.0f;
-    for (int tile = first_query; tile < T; tile += kTile) {
-      __syncthreads();
-      load_tile(q_s, width, qkv, q_base + slab, tile, T, C3, width);
-      load_tile(do_s, width, dout, do_base + slab, tile, T, C, width);
-      for (int i = threadIdx.x; i < kTile * kRowsPerBlock; i += blockDim.x) {
-        const int j = i / kRowsPerBlock, k = i % kRowsPerBlock;
-        const int t = tile + j, key_row = key0 + k;
-        float w = 0.0f, g = 0.0f;
-        if (t < T && key_row < T && (!causal || t >= key_row)) {
-          const int64_t index = (head + t) * T + key_row;
-          const float m = p > 0.0f ? dropout_scale(key, dropout.index_offset + static_cast<uint64_t>(index), p) : 1.0f;
-          w = m * probs[index];
-          g = dS[index] * scale;
+    for (int h = h0; h < h0 + at.group(); ++h) {
+      const int64_t q_base = token0 + at.q(h);
+      const int64_t do_base = static_cast<int64_t>(b) * T * C + at.q(h);
+      const int64_t head = (static_cast<int64_t>(b) * at.NH + h) * T;  // (b,h) row 0 of probs, in rows of T
+      for (int tile = first_query; tile < T; tile += kTile) {
+        __syncthreads();
+        load_tile(q_s, width, qkv, q_base + slab, tile, T, W, width);
+        load_tile(do_s, width, dout, do_base + slab, tile, T, C, width);
+        for (int i = threadIdx.x; i < kTile * kRowsPerBlock; i += blockDim.x) {
+          const int j = i / kRowsPerBlock, k = i % kRowsPerBlock;
+          const int t = tile + j, key_row = key0 + k;
+          float w = 0.0f, g = 0.0f;
+          if (t < T && key_row < T && (!causal || t >= key_row)) {
+            const int64_t index = (head + t) * T + key_row;
+            const float m =
+                p > 0.0f ? dropout_scale(key, dropout.index_offset + static_cast<uint64_t>(index), p) : 1.0f;
+            w = m * probs[index];
+            g = dS[index] * scale;
+          }
+          w_s[i] = w;
+          g_s[i] = g;
         }
-        w_s[i] = w;
-        g_s[i] = g;
-      }
-      __syncthreads();
-      if (t2 < T) {
-        add_query_tile(acc_k, acc_v, w_s, g_s, q_s, do_s, width, width, min(kTile, T - tile), tile, t2, causal, warp,
-                       lane);
+        __syncthreads();
+        if (t2 < T) {
+          add_query_tile(acc_k, acc_v, w_s, g_s, q_s, do_s, width, width, min(kTile, T - tile), tile, t2, causal,
+                         warp, lane);
+        }
       }
     }
     if (t2 < T) {
-      S* dk = dqkv + (static_cast<int64_t>(b) * T + t2) * C3 + C + h * HS + slab;
-      S* dv = dk + C;
+      S* dk = dqkv + token0 + static_cast<int64_t>(t2) * W + at.k(h0) + slab;
+      S* dv = dqkv + token0 + static_cast<int64_t>(t2) * W + at.v(h0) + slab;
 #pragma unroll
       for (int i = 0; i < kSlabRegs; ++i) {
         const int d = lane + kWarp * i;
@@ -341,10 +346,10 @@ size_t query_row_smem_bytes(int HS) {
 
 }  // namespace
 
-// qkv (B,T,3C) -> out (B,T,C), lse (B,NH,T); the weights in the work buffer's first B NH T^2 floats
+// qkv (B,T,W) -> out (B,T,C), lse (B,NH,T); the weights in the work buffer's first B NH T^2 floats
 void CudaBackend::naive_attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s,
                                           const DropoutMask& dropout) {
-  const unsigned blocks = row_blocks(s, "attention_forward");
+  const unsigned blocks = row_blocks(s, s.NH, "attention_forward");
   const DType dtype = shared_storage_dtype("attention_forward", {out, qkv});
   const size_t smem = query_row_smem_bytes(s.HS);
   float* weights = attention_work(2 * static_cast<size_t>(s.B) * s.NH * s.T * s.T);
@@ -352,16 +357,17 @@ void CudaBackend::naive_attention_forward(Tensor out, Tensor lse, Tensor qkv, co
     using S = decltype(storage);
     reserve_shared_memory(attention_forward_kernel<S>, smem, "attention_forward");
     attention_forward_kernel<S><<<blocks, kThreads, smem, stream_>>>(out.as<S>(), lse.f32(), weights, qkv.as<S>(),
-                                                                     s.T, s.NH, s.HS, s.causal, dropout);
+                                                                     s.T, s.layout(), s.causal, dropout);
   });
   CUDA_CHECK(cudaGetLastError());
 }
 
-// dout (B,T,C) -> dqkv (B,T,3C) overwritten: the weights recomputed into the work buffer's first
+// dout (B,T,C) -> dqkv (B,T,W) overwritten: the weights recomputed into the work buffer's first
 // half by the forward kernel (no output), dS into its second half, then dq, then dk and dv.
 void CudaBackend::naive_attention_backward(Tensor dqkv, Tensor dout, Tensor qkv, const AttentionShape& s,
                                            const DropoutMask& dropout) {
-  const unsigned blocks = row_blocks(s, "attention_backward");
+  const unsigned blocks = row_blocks(s, s.NH, "attention_backward");
+  const unsigned key_blocks = row_blocks(s, s.kv_heads(), "attention_backward");  // per key/value head
   const DType dtype = shared_storage_dtype("attention_backward", {dqkv, dout, qkv});
   const size_t smem_rows = query_row_smem_bytes(s.HS);
   const size_t slab_width = static_cast<size_t>(std::min(kSlab, s.HS));
@@ -373,14 +379,14 @@ void CudaBackend::naive_attention_backward(Tensor dqkv, Tensor dout, Tensor qkv,
     using S = decltype(storage);
     reserve_shared_memory(attention_forward_kernel<S>, smem_rows, "attention_backward");
     attention_forward_kernel<S><<<blocks, kThreads, smem_rows, stream_>>>(nullptr, nullptr, weights, qkv.as<S>(),
-                                                                          s.T, s.NH, s.HS, s.causal, dropout);
+                                                                          s.T, s.layout(), s.causal, dropout);
     CUDA_CHECK(cudaGetLastError());
     reserve_shared_memory(attention_backward_dq_kernel<S>, smem_rows, "attention_backward");
     attention_backward_dq_kernel<S><<<blocks, kThreads, smem_rows, stream_>>>(
-        dqkv.as<S>(), dS, dout.as<S>(), qkv.as<S>(), weights, s.T, s.NH, s.HS, s.causal, dropout);
+        dqkv.as<S>(), dS, dout.as<S>(), qkv.as<S>(), weights, s.T, s.layout(), s.causal, dropout);
     CUDA_CHECK(cudaGetLastError());
-    attention_backward_dkv_kernel<S><<<blocks, kThreads, smem_dkv, stream_>>>(
-        dqkv.as<S>(), dS, dout.as<S>(), qkv.as<S>(), weights, s.T, s.NH, s.HS, s.causal, dropout);
+    attention_backward_dkv_kernel<S><<<key_blocks, kThreads, smem_dkv, stream_>>>(
+        dqkv.as<S>(), dS, dout.as<S>(), qkv.as<S>(), weights, s.T, s.layout(), s.causal, dropout);
   });
   CUDA_CHECK(cudaGetLastError());
 }

@@ -199,6 +199,9 @@ std::string cudnn_attention_unsupported(const AttentionShape& s, DType storage, 
     return "head size " + std::to_string(s.HS) + ": cuDNN's fused attention needs a multiple of 8 up to " +
            std::to_string(kMaxHeadSize);
   if (s.T < 2) return "seq 1: cuDNN's fused attention backward needs seq >= 2";
+  if (s.kv_heads() != s.NH)  // our graph strides q, k and v alike; grouped heads would need their own
+    return std::to_string(s.kv_heads()) + " key/value heads for " + std::to_string(s.NH) +
+           " query heads: tinytrain builds cuDNN's graph for multi-head attention only";
   if (!(dropout_p >= 0.0f && dropout_p < 1.0f))
     return "dropout " + std::to_string(dropout_p) + ": cuDNN's fused attention needs 0 <= p < 1";
   return "";
