@@ -9,10 +9,13 @@ ForwardFlops forward_flops(const ModelConfig& m, int64_t B, int64_t T) {
   // score and 2 HS for the weighted sum, and NH heads of HS channels make C.
   const double pairs = m.causal ? T * (T + 1) / 2.0 : static_cast<double>(T) * T;
   ForwardFlops f;
-  f.qkv = L * 2 * N * C * (3 * C);
+  // in_proj makes q (C) and the key and value heads (C each, fewer with grouped heads); the
+  // attention itself runs per query head, so grouping does not change its count
+  f.qkv = L * 2 * N * C * static_cast<double>(m.qkv_width());
   f.attention = L * B * pairs * 4 * C;
   f.out_proj = L * 2 * N * C * C;
-  f.ffn = L * (2 * N * C * F + 2 * N * F * C);
+  // linear1 makes F outputs (SwiGLU: gate and up, 2F), linear2 takes F back to C
+  f.ffn = L * (2 * N * C * static_cast<double>(m.ffn_in_width()) + 2 * N * F * C);
   f.head = 2 * N * C * V;
   return f;
 }
@@ -22,9 +25,10 @@ StepFlops training_step_flops(const ModelConfig& m, int64_t B, int64_t T, Recomp
   StepFlops s;
   s.forward = f.total();
   s.backward = 2 * s.forward;
-  // --recompute ffn repeats linear1 (half the FFN's products); layer repeats each layer's whole
-  // forward (the head's is never repeated: its input is kept).
-  const double linear1 = f.ffn / 2;
+  // --recompute ffn repeats linear1 (half the FFN's products, two thirds with SwiGLU); layer
+  // repeats each layer's whole forward (the head's is never repeated: its input is kept).
+  const double F1 = static_cast<double>(m.ffn_in_width()), F = m.d_ff;
+  const double linear1 = f.ffn * F1 / (F1 + F);
   if (recompute == Recompute::Ffn) s.recompute = linear1;
   if (recompute == Recompute::Layer) s.recompute = f.qkv + f.attention + f.out_proj + f.ffn;
   return s;

@@ -9,6 +9,7 @@
 #include <climits>
 #include <functional>
 #include <string>
+#include <vector>
 
 #include "engine/config.h"
 #include "engine/param_layout.h"
@@ -188,6 +189,73 @@ TEST(ConfigParameterCount, EqualsTheLayoutTotal) {
         EXPECT_EQ(c.parameter_count(), static_cast<double>(ParamLayout(c).total()))
             << "norm_first " << norm_first << " pos " << pos_embedding_name(pos) << " n_layer " << n_layer;
       }
+  // the Llama block's options: SwiGLU's 2F linear1, grouped key/value heads, no biases, tied,
+  // and the Llama block itself under Hugging Face's names
+  for (const char* arch : {"seed", "gpt2", "llama"})
+    for (int n_kv_head : {0, 2, 1})
+      for (Activation act : {Activation::Relu, Activation::Swiglu})
+        for (bool bias : {true, false}) {
+          ModelConfig c = arch_preset(arch);
+          c.vocab_size = 37;
+          c.d_model = 24;
+          c.n_head = 4;
+          c.d_ff = 20;
+          c.n_kv_head = n_kv_head;
+          c.activation = act;
+          c.bias = bias;
+          EXPECT_EQ(c.parameter_count(), static_cast<double>(ParamLayout(c).total()))
+              << arch << " n_kv_head " << n_kv_head << " " << activation_name(act) << " bias " << bias;
+        }
+}
+
+// --arch: the preset's block, except the fields whose flags were given beside it.
+TEST(ConfigArchPreset, SetsTheBlockAndGivenFlagsWin) {
+  const ModelConfig llama = arch_preset("llama");
+  EXPECT_TRUE(llama.norm_first && llama.causal && llama.norm == Norm::RmsNorm &&
+              llama.pos_embedding == PosEmbedding::Rope && llama.activation == Activation::Swiglu && !llama.bias);
+  EXPECT_TRUE(llama.llama_block());
+  const ModelConfig gpt2 = arch_preset("gpt2");
+  EXPECT_TRUE(gpt2.norm_first && gpt2.causal && gpt2.activation == Activation::Gelu &&
+              gpt2.pos_embedding == PosEmbedding::Learned && gpt2.tie_embeddings && gpt2.bias);
+  EXPECT_FALSE(gpt2.llama_block());
+  ModelConfig m;
+  m.d_model = 64;  // not a block field: the preset leaves it
+  apply_block_preset(llama, {"--norm", "--bias"}, m);
+  EXPECT_EQ(m.norm, Norm::LayerNorm) << "--norm was given: it wins";
+  EXPECT_TRUE(m.bias) << "--bias was given: it wins";
+  EXPECT_EQ(m.activation, Activation::Swiglu);
+  EXPECT_EQ(m.pos_embedding, PosEmbedding::Rope);
+  EXPECT_EQ(m.d_model, 64);
+  expect_input_error([] { arch_preset("mistral"); }, {"--arch", "mistral", "seed, gpt2 or llama"});
+}
+
+// The Llama block's parameters: Hugging Face's names in its state_dict order, and the q, k, v
+// (gate, up) tensors side by side, so in_proj (linear1) is one view over them.
+TEST(ParamLayout, LlamaBlockTakesHuggingFaceNames) {
+  ModelConfig c = arch_preset("llama");
+  c.vocab_size = 10;
+  c.d_model = 8;
+  c.n_head = 4;
+  c.n_kv_head = 2;
+  c.n_layer = 1;
+  c.d_ff = 6;
+  const ParamLayout layout(c);
+  std::vector<std::string> names;
+  for (const ParamInfo& p : layout.params()) names.push_back(p.name);
+  const std::vector<std::string> want = {
+      "model.embed_tokens.weight",           "model.layers.0.self_attn.q_proj.weight",
+      "model.layers.0.self_attn.k_proj.weight", "model.layers.0.self_attn.v_proj.weight",
+      "model.layers.0.self_attn.o_proj.weight", "model.layers.0.mlp.gate_proj.weight",
+      "model.layers.0.mlp.up_proj.weight",   "model.layers.0.mlp.down_proj.weight",
+      "model.layers.0.input_layernorm.weight", "model.layers.0.post_attention_layernorm.weight",
+      "model.norm.weight",                   "lm_head.weight"};
+  EXPECT_EQ(names, want);
+  EXPECT_EQ(layout.find("model.layers.0.self_attn.k_proj.weight").shape, (Shape{4, 8}));  // 2 heads of 2
+  std::vector<float> flat(static_cast<size_t>(layout.total()));
+  const ModelParams m = bind_params(layout, c, flat.data(), DType::F32);
+  EXPECT_EQ(m.layers[0].in_proj_weight.shape, (Shape{16, 8}));  // q 8 + k 4 + v 4 rows
+  EXPECT_EQ(m.layers[0].linear1_weight.shape, (Shape{12, 8}));   // gate 6 + up 6 rows
+  EXPECT_EQ(m.layers[0].in_proj_bias.data, nullptr);
 }
 
 }  // namespace

@@ -853,6 +853,13 @@ TEST(CliTrainBad, LlamaBlockOptions) {
   expect_train_config_error({{"--pos-embedding", "rope"}, {"--rope-theta", "0.5"}}, {"rope_theta"});
   expect_train_config_error({{"--bias", "maybe"}}, {"--bias"});
   expect_train_config_error({{"--tie-embeddings", "maybe"}}, {"--tie-embeddings"});
+  expect_train_config_error({{"--activation", "swish"}}, {"activation", "swish", "swiglu"});
+  // train_args' 4 heads: 3 key/value heads cannot share them out
+  expect_train_config_error({{"--n-kv-head", "3"}}, {"n_kv_head", "3", "divide", "n_head"});
+  expect_train_config_error({{"--n-kv-head", "-1"}}, {"--n-kv-head"});
+  expect_train_config_error({{"--arch", "mistral"}}, {"--arch", "mistral", "llama"});
+  // a preset still meets the checks: llama's rope on head size 1
+  expect_train_config_error({{"--arch", "llama"}, {"--n-head", "32"}}, {"rope", "head size", "even"});
 }
 
 TEST(CliTrainBad, BackendCudaWithoutGpu) {

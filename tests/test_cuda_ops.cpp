@@ -444,6 +444,7 @@ std::vector<CaseSpec> attention_cases(DType act = DType::F32) {
     int B, T, NH, HS;
     bool causal;
     float p;
+    int KVH = 0;  // grouped key/value heads; 0: NH
   };
   std::vector<CaseSpec> specs;
   const std::vector<P> shapes =
@@ -451,18 +452,20 @@ std::vector<CaseSpec> attention_cases(DType act = DType::F32) {
           ? std::vector<P>{P{1, 1, 1, 8, true, 0.0f},     P{1, 1, 1, 8, false, 0.1f},   P{2, 13, 2, 8, true, 0.0f},
                            P{2, 13, 2, 32, false, 0.0f},  P{2, 13, 4, 32, true, 0.1f},  P{1, 67, 2, 64, true, 0.2f},
                            P{2, 67, 1, 128, false, 0.0f}, P{1, 67, 2, 128, true, 0.1f}, P{2, 32, 2, 64, false, 0.1f},
-                           P{1, 256, 2, 64, true, 0.0f},  P{1, 130, 3, 16, false, 0.5f}}
+                           P{1, 256, 2, 64, true, 0.0f},  P{1, 130, 3, 16, false, 0.5f},
+                           P{2, 37, 4, 16, true, 0.1f, 2}, P{1, 67, 4, 64, false, 0.0f, 1}}
           : std::vector<P>{P{1, 1, 1, 8, true, 0.0f},    P{2, 13, 2, 8, true, 0.0f},
                            P{2, 13, 4, 32, true, 0.1f},  P{1, 67, 2, 64, true, 0.2f},
-                           P{2, 67, 1, 128, false, 0.0f}, P{1, 130, 3, 16, false, 0.5f}};
+                           P{2, 67, 1, 128, false, 0.0f}, P{1, 130, 3, 16, false, 0.5f},
+                           P{2, 37, 4, 16, true, 0.1f, 2}};
   for (P p : shapes) {
     const std::string name = "attention_B" + std::to_string(p.B) + "_T" + std::to_string(p.T) + "_NH" +
-                             std::to_string(p.NH) + "_HS" + std::to_string(p.HS) +
-                             (p.causal ? "_causal" : "_full") + "_p" + num(p.p);
+                             std::to_string(p.NH) + (p.KVH ? "_KVH" + std::to_string(p.KVH) : std::string()) +
+                             "_HS" + std::to_string(p.HS) + (p.causal ? "_causal" : "_full") + "_p" + num(p.p);
     specs.push_back({name + dtype_suffix(act), [p, act] {
                        OpCase c(act);
-                       const AttentionShape s{p.B, p.T, p.NH, p.HS, p.causal};
-                       const int C = p.NH * p.HS;
+                       const AttentionShape s{p.B, p.T, p.NH, p.HS, p.causal, p.KVH};
+                       const int C = p.NH * p.HS, W = static_cast<int>(s.layout().width());
                        // Scores are HS-term dot products, the softmax sums T exps, each output sums T
                        // weighted values (+1 for the dropout scale), and the flash kernel rescales its
                        // running sums once per 32-key tile and divides once (T/32 + 2); lse carries
@@ -470,13 +473,14 @@ std::vector<CaseSpec> attention_cases(DType act = DType::F32) {
                        // top of the forward's lse and out: twice the budget (as the CPU tests).
                        const double fwd = reduction_tol(p.HS + 2 * p.T + p.T / 32 + 3);
                        const int step = c.scalar_i32("step", 7, false);
-                       const int qkv = c.input("qkv", {p.B, p.T, 3 * C}, 31, -1.5f, 1.5f);
+                       const int qkv = c.input("qkv", {p.B, p.T, W}, 31, -1.5f, 1.5f);
                        const int dout = c.input("dout", {p.B, p.T, C}, 32);
                        const int out = c.output("out", {p.B, p.T, C}, fwd);
                        const int lse = c.output_f32("lse", {p.B, p.NH, p.T}, fwd);
                        // 16-bit: another 2u for the out the flash backward reads, which each backend
-                       // rounded from its own fp32 result (file comment)
-                       const int dqkv = c.output("dqkv", {p.B, p.T, 3 * C}, 2.0 * fwd + storage_tol(act));
+                       // rounded from its own fp32 result (file comment). A shared key or value head
+                       // sums its group's heads' gradients: their budgets add up.
+                       const int dqkv = c.output("dqkv", {p.B, p.T, W}, s.layout().group() * (2.0 * fwd + storage_tol(act)));
                        const int dout_dot_out = c.output_f32("dout_dot_out", {p.B, p.NH, p.T}, -1.0);
                        const float drop = p.p;
                        c.run = [=](Backend& be, const std::vector<Tensor>& v) {
@@ -686,23 +690,25 @@ std::vector<CaseSpec> rope_cases(DType act = DType::F32) {
   struct P {
     int B, T, NH, HS, first_pos;
     float theta;
+    int KVH;  // key/value heads: the k heads turned after the NH q heads
   };
   std::vector<CaseSpec> specs;
-  for (P p : {P{1, 1, 1, 2, 0, 10000.0f}, P{3, 13, 2, 26, 0, 10000.0f}, P{2, 5, 3, 64, 37, 500000.0f}}) {
+  for (P p : {P{1, 1, 1, 2, 0, 10000.0f, 1}, P{3, 13, 2, 26, 0, 10000.0f, 2}, P{2, 5, 3, 64, 37, 500000.0f, 3},
+              P{2, 7, 4, 16, 5, 10000.0f, 1}}) {
     const std::string name = "rope_B" + std::to_string(p.B) + "_T" + std::to_string(p.T) + "_NH" +
-                             std::to_string(p.NH) + "_HS" + std::to_string(p.HS) + "_pos" +
-                             std::to_string(p.first_pos);
+                             std::to_string(p.NH) + (p.KVH != p.NH ? "_KVH" + std::to_string(p.KVH) : std::string()) +
+                             "_HS" + std::to_string(p.HS) + "_pos" + std::to_string(p.first_pos);
     specs.push_back({name + dtype_suffix(act), [p, act] {
                        OpCase c(act);
-                       const int C = p.NH * p.HS;
+                       const int W = (p.NH + 2 * p.KVH) * p.HS;
                        // two products and a sum per value, the same cos and sin on both backends
-                       const int turned = c.inout("qkv (turned)", {p.B, p.T, 3 * C},
-                                                  test::random_floats(p.B * p.T * 3 * C, 61), kElementwiseTol);
-                       const int back = c.inout("dqkv (turned back)", {p.B, p.T, 3 * C},
-                                                test::random_floats(p.B * p.T * 3 * C, 62), kElementwiseTol);
+                       const int turned = c.inout("qkv (turned)", {p.B, p.T, W},
+                                                  test::random_floats(p.B * p.T * W, 61), kElementwiseTol);
+                       const int back = c.inout("dqkv (turned back)", {p.B, p.T, W},
+                                                test::random_floats(p.B * p.T * W, 62), kElementwiseTol);
                        c.run = [=](Backend& be, const std::vector<Tensor>& v) {
-                         be.rope_forward(v[turned], p.NH, p.NH, p.first_pos, p.theta);
-                         be.rope_backward(v[back], p.NH, p.NH, p.first_pos, p.theta);
+                         be.rope_forward(v[turned], p.NH, p.KVH, p.first_pos, p.theta);
+                         be.rope_backward(v[back], p.NH, p.KVH, p.first_pos, p.theta);
                        };
                        return c;
                      }});
@@ -1572,6 +1578,30 @@ std::vector<CaseSpec> fused_cases(DType act) {
                        };
                        return c;
                      }});
+  }
+  // SwiGLU + dropout: out (N,F) = dropout(silu(gate) up) from inp (N,2F) [gate | up]; its
+  // backward in place over inp (the model's use: the pre-activation buffer takes its gradient)
+  for (float drop : {0.0f, 0.1f}) {
+    for (const auto& [N, F] : {std::pair<int, int>{1, 1}, std::pair<int, int>{13, 37}, std::pair<int, int>{67, 128}}) {
+      const std::string name = "fused_swiglu_dropout_N" + std::to_string(N) + "_F" + std::to_string(F) + "_p" +
+                               num(drop) + "_dinp_over_inp";
+      specs.push_back({name + dtype_suffix(act), [N = N, F = F, drop, act] {
+                         OpCase c(act);
+                         const int step = c.scalar_i32("step", 11, false);
+                         // silu (expf ulps), a product and the dropout scale, each output rounded once
+                         const int out = c.output("out", {N, F}, kElementwiseTol);
+                         const int x = c.inout("inp (= dinp)", {N, 2 * F}, test::random_floats(2 * N * F, 73, -3.0f, 3.0f),
+                                               kElementwiseTol);
+                         const int dout = c.input("dout", {N, F}, 74);
+                         c.run = [=](Backend& be, const std::vector<Tensor>& v) {
+                           DropoutMask mask = mask_at(v, step, drop, 0x5eedull, 1, DropoutSite::FfnHidden);
+                           mask.index_offset = 3;
+                           be.activation_dropout_forward(v[out], v[x], Activation::Swiglu, mask);
+                           be.activation_dropout_backward(v[x], v[dout], v[x], Activation::Swiglu, mask);
+                         };
+                         return c;
+                       }});
+    }
   }
   // activation + dropout: out = dropout(act(inp)) in place; dinp = act'(inp) dropout(dout) in place
   for (Activation a : {Activation::Relu, Activation::Gelu}) {

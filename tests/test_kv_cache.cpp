@@ -113,23 +113,28 @@ const std::vector<std::string> kBackends = {"cpu", "cuda"};
 
 struct DecodeCase {
   int B, maxT, NH, HS, pos;
+  int KVH = 0;  // key/value heads in the caches (grouped-query attention); 0: NH
+  int kv_heads() const { return KVH > 0 ? KVH : NH; }
 };
 
 std::string decode_case_name(const DecodeCase& c) {
-  return "B" + std::to_string(c.B) + "_maxT" + std::to_string(c.maxT) + "_NH" + std::to_string(c.NH) + "_HS" +
-         std::to_string(c.HS) + "_pos" + std::to_string(c.pos);
+  return "B" + std::to_string(c.B) + "_maxT" + std::to_string(c.maxT) + "_NH" + std::to_string(c.NH) +
+         (c.KVH ? "_KVH" + std::to_string(c.KVH) : std::string()) + "_HS" + std::to_string(c.HS) + "_pos" +
+         std::to_string(c.pos);
 }
 void PrintTo(const DecodeCase& c, std::ostream* os) { *os << decode_case_name(c); }  // gtest's parameter names
 
 // fp32: one token and a cache of one; a full cache; more keys than a CUDA block has threads
 // (300); a head wider than a block (HS 200: channels d and d + 128 on one thread); odd head
-// sizes. bf16 and fp16: the full cache, the long one, the odd sizes and the wide head.
+// sizes; grouped key/value heads (2 for 4 query heads) and one for all (multi-query). bf16 and
+// fp16: the full cache, the long one, the odd sizes, the wide head and the grouped heads.
 using DecodeParam = std::tuple<std::string, DType, DecodeCase>;  // backend, storage, shape
 std::vector<DecodeParam> decode_params() {
   const std::vector<DecodeCase> all = {{1, 1, 1, 8, 0},     {2, 16, 4, 8, 15}, {3, 67, 2, 32, 40},
                                        {2, 300, 3, 16, 299}, {1, 64, 1, 128, 63}, {2, 20, 5, 6, 7},
-                                       {1, 160, 2, 200, 150}};
-  const std::vector<DecodeCase> some = {{2, 16, 4, 8, 15}, {2, 300, 3, 16, 299}, {2, 20, 5, 6, 7}, {1, 160, 2, 200, 150}};
+                                       {1, 160, 2, 200, 150}, {2, 16, 4, 8, 15, 2}, {3, 67, 6, 16, 40, 1}};
+  const std::vector<DecodeCase> some = {{2, 16, 4, 8, 15},     {2, 300, 3, 16, 299}, {2, 20, 5, 6, 7},
+                                        {1, 160, 2, 200, 150}, {2, 16, 4, 8, 15, 2}};
   std::vector<DecodeParam> params;
   for (const std::string& backend : kBackends) {
     for (const DecodeCase& c : all) params.emplace_back(backend, DType::F32, c);
@@ -139,22 +144,23 @@ std::vector<DecodeParam> decode_params() {
   return params;
 }
 
-// out (B,C) for the new token, in double: per head softmax(q.k / sqrt(HS)) over positions
-// 0..pos of the caches (B,maxT,C), times v.
+// out (B,C) for the new token, in double: per query head h softmax(q.k / sqrt(HS)) over
+// positions 0..pos of the caches (B,maxT,KC), times v, k and v from key/value head
+// h / (NH / KVH) (Hugging Face's repeat_kv).
 std::vector<double> attention_decode_ref(const std::vector<float>& qkv, const std::vector<float>& k_cache,
                                          const std::vector<float>& v_cache, const DecodeCase& c) {
-  const int C = c.NH * c.HS;
+  const int C = c.NH * c.HS, KC = c.kv_heads() * c.HS, W = C + 2 * KC, group = c.NH / c.kv_heads();
   std::vector<double> out(static_cast<size_t>(c.B) * C);
   for (int b = 0; b < c.B; ++b) {
     for (int h = 0; h < c.NH; ++h) {
       auto cached = [&](const std::vector<float>& cache, int t, int d) {
-        return static_cast<double>(cache[(static_cast<size_t>(b) * c.maxT + t) * C + h * c.HS + d]);
+        return static_cast<double>(cache[(static_cast<size_t>(b) * c.maxT + t) * KC + (h / group) * c.HS + d]);
       };
       std::vector<double> w(c.pos + 1);
       double max_score = -INFINITY;
       for (int t = 0; t <= c.pos; ++t) {
         double dot = 0.0;
-        const float* q = &qkv[static_cast<size_t>(b) * 3 * C + h * c.HS];
+        const float* q = &qkv[static_cast<size_t>(b) * W + h * c.HS];
         for (int d = 0; d < c.HS; ++d) dot += static_cast<double>(q[d]) * cached(k_cache, t, d);
         w[t] = dot / std::sqrt(static_cast<double>(c.HS));
         max_score = std::max(max_score, w[t]);
@@ -191,31 +197,31 @@ TEST_P(DecodeOps, AppendThenDecodeMatchDoubleReference) {
   const DType dtype = std::get<1>(GetParam());
   const DecodeCase& c = std::get<2>(GetParam());
   REQUIRE_BACKEND(backend, backend_name);
-  const int C = c.NH * c.HS;
-  const Shape cache_shape{c.B, c.maxT, C};
+  const int C = c.NH * c.HS, KC = c.kv_heads() * c.HS, W = C + 2 * KC;
+  const Shape cache_shape{c.B, c.maxT, KC};
   // Inputs as the storage type holds them, so the reference sees exactly what the op sees.
   auto stored = [&](std::vector<float> v) { return dtype == DType::F32 ? v : test::rounded(dtype, std::move(v)); };
   // q and k in [-1.5,1.5]: scores q.k / sqrt(HS) of standard deviation 0.75, so weights that
   // differ by factors of ten within a row, not a flat softmax
-  const std::vector<float> qkv = stored(test::random_floats(static_cast<size_t>(c.B) * 3 * C, 1, -1.5f, 1.5f));
+  const std::vector<float> qkv = stored(test::random_floats(static_cast<size_t>(c.B) * W, 1, -1.5f, 1.5f));
   std::vector<float> k_before = stored(test::random_floats(cache_shape.numel(), 2, -1.5f, 1.5f));
   std::vector<float> v_before = stored(test::random_floats(cache_shape.numel(), 3));
   for (int b = 0; b < c.B; ++b)  // positions after the new token: never read
     for (int t = c.pos + 1; t < c.maxT; ++t)
-      for (int d = 0; d < C; ++d) {
-        const size_t i = (static_cast<size_t>(b) * c.maxT + t) * C + d;
+      for (int d = 0; d < KC; ++d) {
+        const size_t i = (static_cast<size_t>(b) * c.maxT + t) * KC + d;
         k_before[i] = v_before[i] = std::nanf("");
       }
   // What the caches must hold after the append: row (b,pos) replaced by the k and v of qkv row b.
   std::vector<float> k_after = k_before, v_after = v_before;
   for (int b = 0; b < c.B; ++b)
-    for (int d = 0; d < C; ++d) {
-      const size_t row = (static_cast<size_t>(b) * c.maxT + c.pos) * C + d, x = static_cast<size_t>(b) * 3 * C + d;
+    for (int d = 0; d < KC; ++d) {
+      const size_t row = (static_cast<size_t>(b) * c.maxT + c.pos) * KC + d, x = static_cast<size_t>(b) * W + d;
       k_after[row] = qkv[x + C];
-      v_after[row] = qkv[x + 2 * C];
+      v_after[row] = qkv[x + C + KC];
     }
 
-  BackendBuffer qkv_d(*backend, dtype, {c.B, 3 * C}, qkv);
+  BackendBuffer qkv_d(*backend, dtype, {c.B, W}, qkv);
   BackendBuffer k_d(*backend, dtype, cache_shape, k_before), v_d(*backend, dtype, cache_shape, v_before);
   BackendBuffer out_d(*backend, dtype, {c.B, C}, test::nan_filled(static_cast<size_t>(c.B) * C));
   backend->kv_cache_append(k_d.view(), v_d.view(), qkv_d.view(), c.pos);

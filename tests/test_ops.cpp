@@ -194,12 +194,14 @@ TEST(OpsCommand, CheckPassesOnTheEmulatedCudaBackend) {
   // linear_backward, layernorm_backward, embedding_backward: gradients added and written
   for (const Run& run : {Run{{"--op", "linear"}, {"linear_forward", "linear_backward"}, {"fp32", "bf16", "fp16"}, 18},
                          // every op named *attention*: forward and backward causal and full at both
-                         // workloads, and at the 7 odd shapes (T 1, 37, 70; HS 8, 40, 64), and decode;
-                         // on flash attention (the default) and on the naive kernels
+                         // workloads, and at the 9 odd shapes (T 1, 37, 70; HS 8, 40, 64; 4 query
+                         // heads on 2 and on 1 key/value heads), and decode (a key/value head per
+                         // query head, and one for all); on flash attention (the default) and on the
+                         // naive kernels
                          Run{{"--op", "attention", "--dtype", "fp32"},
-                             {"attention_forward", "attention_backward", "attention_decode"}, {"fp32"}, 24},
+                             {"attention_forward", "attention_backward", "attention_decode"}, {"fp32"}, 30},
                          Run{{"--op", "attention", "--dtype", "bf16", "--attention", "naive"},
-                             {"attention_forward", "attention_backward", "attention_decode"}, {"bf16"}, 24},
+                             {"attention_forward", "attention_backward", "attention_decode"}, {"bf16"}, 30},
                          // LayerNorm and RMSNorm, x 2 modes, both workloads
                          Run{{"--op", "layernorm_backward", "--dtype", "bf16"}, {"layernorm_backward"}, {"bf16"}, 8},
                          Run{{"--op", "embedding_backward", "--dtype", "bf16"}, {"embedding_backward"}, {"bf16"}, 4},
@@ -210,14 +212,16 @@ TEST(OpsCommand, CheckPassesOnTheEmulatedCudaBackend) {
                              {"dropout_residual_layernorm_forward"}, {"fp16"}, 6},
                          Run{{"--op", "layernorm_residual_dropout_backward"}, {"layernorm_residual_dropout_backward"},
                              {"fp32", "bf16", "fp16"}, 48},
-                         // the FFN's fused pair: CUDA runs its two ops, the CPU one pass; relu and gelu
+                         // the FFN's fused pair: CUDA runs its two ops, the CPU one pass; relu and gelu;
+                         // and SwiGLU's one op
                          Run{{"--op", "activation_dropout"},
-                             {"activation_dropout_forward", "activation_dropout_backward"}, {"fp32", "bf16", "fp16"}, 24},
+                             {"activation_dropout_forward", "activation_dropout_backward"}, {"fp32", "bf16", "fp16"}, 36},
                          Run{{"--op", "adamw_step"}, {"adamw_step"}, {"fp32"}, 2},
                          Run{{"--op", "adamw_step_and_scaler_update"}, {"adamw_step_and_scaler_update"}, {"fp32"}, 2},
-                         // inference: the cache append bit for bit, decoding that never reads past pos
-                         Run{{"--op", "kv_cache_append", "--dtype", "fp16"}, {"kv_cache_append"}, {"fp16"}, 2},
-                         Run{{"--op", "attention_decode"}, {"attention_decode"}, {"fp32", "bf16", "fp16"}, 6},
+                         // inference: the cache append bit for bit, decoding that never reads past pos;
+                         // a key/value head per query head and one for all
+                         Run{{"--op", "kv_cache_append", "--dtype", "fp16"}, {"kv_cache_append"}, {"fp16"}, 4},
+                         Run{{"--op", "attention_decode"}, {"attention_decode"}, {"fp32", "bf16", "fp16"}, 12},
                          // growth and backoff, once each (no sizes); the zeroing of both workloads' gradients
                          Run{{"--op", "loss_scaler_update"}, {"loss_scaler_update"}, {"fp32"}, 2},
                          Run{{"--op", "fill_zero"}, {"fill_zero"}, {"fp32"}, 2}}) {

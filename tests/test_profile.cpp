@@ -90,6 +90,7 @@ TEST(OpCost, FollowsTheDocumentedFormulas) {
 struct SmallRun {
   int vocab = 256, d_model = 64, n_head = 4, n_layer = 2, d_ff = 256, batch = 4, seq = 32, steps = 3;
   std::string backend = "cpu";
+  int llama_kv_heads = 0;  // > 0: --arch llama with this many key/value heads
 
   std::vector<std::string> args(std::initializer_list<std::string> extra = {}) const {
     std::vector<std::string> argv = {kBin, "profile", "--backend", backend, "--threads", "1",
@@ -98,11 +99,14 @@ struct SmallRun {
                                      "--d-ff", std::to_string(d_ff), "--batch", std::to_string(batch),
                                      "--seq", std::to_string(seq), "--max-seq-len", std::to_string(seq),
                                      "--steps", std::to_string(steps)};
+    if (llama_kv_heads > 0)
+      argv.insert(argv.end(), {"--arch", "llama", "--n-kv-head", std::to_string(llama_kv_heads)});
     argv.insert(argv.end(), extra);
     return argv;
   }
   ModelConfig model() const {
-    ModelConfig m;
+    ModelConfig m = llama_kv_heads > 0 ? arch_preset("llama") : ModelConfig{};
+    m.n_kv_head = llama_kv_heads;
     m.vocab_size = vocab;
     m.d_model = d_model;
     m.n_head = n_head;
@@ -385,6 +389,27 @@ TEST(Profile, CudaBackendOnTheEmulatorRuns) {
   // one more step captured, only to count the graph `train` would replay
   EXPECT_TRUE(contains(r.out, "graph: one step captured as CUDA graph ")) << r.out;
   EXPECT_FALSE(contains(r.out, ", other ")) << r.out;
+}
+
+// The Llama block (SwiGLU's wider linear1, one key/value head for two query heads, RoPE) on the
+// emulator: the ops' FLOPs are engine/flops.h's count for it (profile_and_check), RoPE runs
+// forward and backward in every layer, and the step is one captured graph.
+TEST(Profile, LlamaBlockOnTheEmulatorCountsTheModelsFlops) {
+#ifndef TINYTRAIN_HAVE_SIMT
+  GTEST_SKIP() << "this build has no SIMT emulator (--backend cuda-emu)";
+#endif
+  ScratchDir dir;
+  SmallRun run = tiny_emulated_run();
+  run.llama_kv_heads = 1;
+  CliResult r;
+  const nlohmann::json trace = profile_and_check(run, dir, r);
+  ASSERT_FALSE(trace.is_discarded());
+  const std::map<std::string, Row> rows = table_rows(r);
+  for (const char* op : {"rope_forward", "rope_backward"}) {
+    ASSERT_EQ(rows.count(op), 1u) << op << " missing from\n" << r.out;
+    EXPECT_EQ(rows.at(op).calls, run.n_layer) << op;
+  }
+  EXPECT_TRUE(contains(r.out, "graph: one step captured as CUDA graph ")) << r.out;
 }
 
 // --estimate on the emulator: every op of the step is modelled with the nodes its own graph

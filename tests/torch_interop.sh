@@ -20,13 +20,18 @@ trap 'rm -rf "$work"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
 echo '{"kind": "byte", "vocab_size": 256}' > "$work/tokenizer.json"
-model=(--vocab-size 256 --d-model 32 --n-head 4 --n-layer 2 --d-ff 64 --max-seq-len 64 --causal true
-       --pos-embedding learned)
+shape=(--vocab-size 256 --d-model 32 --n-head 4 --n-layer 2 --d-ff 64 --max-seq-len 64)
+model=("${shape[@]}" --causal true --pos-embedding learned)
+# the Llama block (Hugging Face LlamaForCausalLM's names, RoPE, SwiGLU, no biases, causal) with two
+# key/value heads: PyTorch's side is tools/tinytrain_model.py's LlamaModel
+llama=("${shape[@]}" --arch llama --n-kv-head 2)
 prompt="The checkpoint's logits, position by position, in PyTorch."
-run_and_dump() {  # NAME SEED [flags]: train 3 steps, dump the prompt's logits
-  local name=$1 seed=$2
+run_and_dump() {  # NAME SEED [flags]: train 3 steps, dump the prompt's logits (model flags: "${model[@]}"
+  local name=$1 seed=$2  # unless the flags start with --arch)
   shift 2
-  "$bin" train --backend cpu --threads 1 "${model[@]}" --seq 32 --batch 4 --steps 3 --lr 1e-3 --seed "$seed" \
+  local flags=("${model[@]}")
+  [ "${1:-}" = --arch ] && flags=("${shape[@]}")
+  "$bin" train --backend cpu --threads 1 "${flags[@]}" --seq 32 --batch 4 --steps 3 --lr 1e-3 --seed "$seed" \
     --save-dir "$work/$name" "$@" > "$work/$name.log" 2>&1 || { cat "$work/$name.log"; fail "train $name failed"; }
   "$bin" sample --backend cpu --threads 1 --checkpoint "$work/$name/ckpt_00000003.safetensors" \
     --tokenizer "$work" --prompt "$prompt" --dump-logits "$work/$name.logits.safetensors" ||
@@ -34,8 +39,9 @@ run_and_dump() {  # NAME SEED [flags]: train 3 steps, dump the prompt's logits
 }
 run_and_dump pre 11 --norm-first true --activation gelu
 run_and_dump post 12 --norm-first false --activation relu
+run_and_dump llama 13 --arch llama --n-kv-head 2
 
-for name in pre post; do
+for name in pre post llama; do
   "$python" "$tool" logits --checkpoint "$work/$name/ckpt_00000003.safetensors" \
     --dump "$work/$name.logits.safetensors" || fail "$name: PyTorch's logits differ from the engine's"
 done
@@ -78,9 +84,9 @@ fi
 # (--windows torch) put the losses well beyond that, so the comparison can fail.
 for i in $(seq 1 60); do printf 'Fortune %d: a penny saved is a penny earned, said the engine.\n%%\n' "$i"; done > "$work/text.txt"
 "$bin" prepare --input "$work/text.txt" --out "$work/data" --tokenizer byte > /dev/null || fail "prepare failed"
-run=(--data "$work/data" "${model[@]}" --norm-first false --dropout 0 --seq 32 --batch 4 --steps 30 --lr 3e-3
-     --warmup-steps 5 --lr-schedule cosine --min-lr 3e-4 --grad-clip 1.0 --eval-every 10 --eval-batches 2
-     --log-every 1 --threads 1 --seed 3)
+schedule=(--dropout 0 --seq 32 --batch 4 --steps 30 --lr 3e-3 --warmup-steps 5 --lr-schedule cosine --min-lr 3e-4
+          --grad-clip 1.0 --eval-every 10 --eval-batches 2 --log-every 1 --threads 1 --seed 3)
+run=(--data "$work/data" "${model[@]}" --norm-first false "${schedule[@]}")
 "$bin" train --backend cpu "${run[@]}" --init-from "$work/init.safetensors" > "$work/tt.log" 2>&1 ||
   { cat "$work/tt.log"; fail "tinytrain train --data failed"; }
 for windows in tinytrain torch; do
@@ -101,4 +107,16 @@ awk -v w="$worst" 'BEGIN {exit !(w <= 2e-4)}' || fail "tinytrain and PyTorch dif
 read -r control _ < <(compare "$work/tt.log" "$work/torch_torch.log") || fail "the control logs do not align"
 echo "control, PyTorch's own windows: largest difference $control"
 awk -v w="$control" 'BEGIN {exit !(w > 2e-3)}' || fail "other windows gave the same losses (difference $control): the comparison cannot fail"
+
+# The same for the Llama block: PyTorch's LlamaModel exported, both sides trained from it.
+"$python" "$tool" export "${llama[@]}" --seed 3 --out "$work/init_llama.safetensors" || fail "export --arch llama failed"
+run_llama=(--data "$work/data" "${llama[@]}" "${schedule[@]}")
+"$bin" train --backend cpu "${run_llama[@]}" --init-from "$work/init_llama.safetensors" > "$work/tt_llama.log" 2>&1 ||
+  { cat "$work/tt_llama.log"; fail "tinytrain train --arch llama failed"; }
+"$python" "$here/tools/train_torch_lm.py" "${run_llama[@]}" --windows tinytrain > "$work/torch_llama.log" 2>&1 ||
+  { cat "$work/torch_llama.log"; fail "train_torch_lm.py --arch llama failed"; }
+read -r worst pairs < <(compare "$work/tt_llama.log" "$work/torch_llama.log") || fail "the Llama logs do not align"
+echo "Llama block, same windows: $pairs losses, largest difference $worst"
+[ "$pairs" -eq 31 ] || fail "expected 31 Llama loss pairs, got $pairs"
+awk -v w="$worst" 'BEGIN {exit !(w <= 2e-4)}' || fail "tinytrain and PyTorch's Llama differ by $worst on the same windows"
 echo PASS
