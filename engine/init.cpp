@@ -3,6 +3,7 @@
 
 #include <cmath>
 #include <regex>
+#include <stdexcept>
 #include <string>
 
 #include "engine/rng.h"
@@ -22,6 +23,17 @@ uint32_t init_stream_id(const std::string& name) {
   uint32_t hash = 2166136261u;  // FNV-1a: a fixed hash, so inits agree across compilers
   for (unsigned char ch : shared) hash = (hash ^ ch) * 16777619u;
   return hash;
+}
+
+// The fan_in of the layer a bias belongs to: its weight's input width. A tied head
+// (--tie-embeddings) has no lm_head.weight: its weight is the embedding table (V,C), the
+// layout's first parameter, whose rows are C wide as the head's input is.
+int64_t bias_fan_in(const ParamLayout& layout, const std::string& bias) {
+  const std::string weight = bias.substr(0, bias.size() - 4) + "weight";
+  for (const ParamInfo& p : layout.params())
+    if (p.name == weight) return p.shape[1];
+  if (bias == "lm_head.bias") return layout.params().front().shape[1];
+  throw std::out_of_range("no weight for the bias " + bias);
 }
 
 }  // namespace
@@ -51,8 +63,7 @@ std::vector<float> init_params(const ParamLayout& layout, uint64_t seed) {
     } else if (ends_with(p.name, ".weight")) {  // nn.Linear weight (out, in), out_proj included
       uniform(1.0f / std::sqrt(static_cast<float>(p.shape[1])));
     } else {  // nn.Linear bias: the bound uses the layer's fan_in
-      const std::string weight = p.name.substr(0, p.name.size() - 4) + "weight";
-      uniform(1.0f / std::sqrt(static_cast<float>(layout.find(weight).shape[1])));
+      uniform(1.0f / std::sqrt(static_cast<float>(bias_fan_in(layout, p.name))));
     }
   }
   return host;

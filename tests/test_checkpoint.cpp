@@ -609,6 +609,28 @@ TEST(Checkpoint, StateDictForInitFrom) {
   save_checkpoint(dir.file("ckpt.safetensors"), *fresh_run(*cpu, o, 1, losses), 1, o, kData);
   expect_refused([&] { read_state_dict(dir.file("ckpt.safetensors"), config); },
                  {"ckpt.safetensors", "unexpected tensor 'optimizer.exp_avg."});
+  // the other block's state_dicts: an untied head for a tied run (its own vocabulary table), a
+  // tied file for an untied run, and GPT-style names for the Llama block
+  ModelConfig tied = config;
+  tied.tie_embeddings = true;
+  expect_refused([&] { read_state_dict(dir.file("good.safetensors"), tied); },
+                 {"good.safetensors", "unexpected tensor 'lm_head.weight'"});
+  const ParamLayout tied_layout(tied);
+  const std::vector<float> tied_params = init_params(tied_layout, 99);
+  std::vector<SafetensorsTensorRef> tied_tensors;
+  for (const ParamInfo& p : tied_layout.params())
+    tied_tensors.push_back({p.name, DType::F32, p.shape, tied_params.data() + p.offset});
+  expect_refused([&] { read_state_dict(write("tied.safetensors", tied_tensors), config); },
+                 {"tied.safetensors", "missing tensor 'lm_head.weight'"});
+  ModelConfig llama = arch_preset("llama");
+  llama.vocab_size = config.vocab_size;
+  llama.d_model = config.d_model;
+  llama.n_head = config.n_head;
+  llama.n_layer = config.n_layer;
+  llama.d_ff = config.d_ff;
+  llama.max_seq_len = config.max_seq_len;
+  expect_refused([&] { read_state_dict(dir.file("good.safetensors"), llama); },
+                 {"good.safetensors", "missing tensor 'model.embed_tokens.weight'"});
 }
 
 }  // namespace

@@ -651,6 +651,23 @@ TEST(CliTrainGood, EveryModelOption) {
   EXPECT_EQ(step_lines(r).size(), 2u);
 }
 
+// Each --arch preset trains: gpt2 (a tied head with biases: lm_head.bias initialised from the
+// embedding's width), llama with grouped key/value heads, and llama with a flag beside it.
+TEST(CliTrainGood, ArchPresetsTrain) {
+  for (const Flags& arch : {Flags{{"--arch", "gpt2"}}, Flags{{"--arch", "llama"}, {"--n-kv-head", "2"}},
+                            Flags{{"--arch", "llama"}, {"--norm", "layernorm"}}, Flags{{"--arch", "seed"}}}) {
+    ScratchDir dir;
+    Flags flags = arch;
+    flags.push_back({"--log-every", "1"});
+    const CliResult r = run_command(train_args(flags), dir.path());
+    SCOPED_TRACE(r.describe());
+    ASSERT_TRUE(r.exited);
+    EXPECT_EQ(r.exit_code, 0);
+    EXPECT_EQ(r.err, "");
+    EXPECT_EQ(step_lines(r).size(), 2u);
+  }
+}
+
 TEST(CliTrainGood, HelpMentionsEveryFlag) {
   ScratchDir dir;
   const CliResult r = run_command({kBin, "train", "--help"}, dir.path());
