@@ -86,8 +86,10 @@ if [ "${TINY_LLAMA_TORCH:-0}" = 1 ]; then
   wait "$tinytrain_pid" || { cat "$OUT/same_start_tinytrain.log" >&2; exit 1; }
   echo "validation loss, same start and windows, dropout 0:"
   printf '%8s  %10s  %10s\n' step tinytrain PyTorch
-  # "step S/N | loss L | val V | ..." lines at evaluations, then "final val loss V ..."
-  vals() { awk '/^step/ && $7 == "val" && $8 != "?" {split($2, s, "/"); print s[1], $8} /^final val loss/ {print "final", $4}' "$1"; }
+  # "step S/N | loss L | val V | ..." lines (V: the latest evaluation) at the evaluated steps, then
+  # "final val loss V ..."
+  vals() { awk -v every="$EVAL_EVERY" '/^step/ && $7 == "val" {split($2, s, "/"); if (s[1] % every == 0) print s[1], $8}
+                /^final val loss/ {print "final", $4}' "$1"; }
   paste -d' ' <(vals "$OUT/same_start_tinytrain.log") <(vals "$OUT/same_start_torch.log") |
     awk '{printf "%8s  %10s  %10s\n", $1, $2, $4}'
 else

@@ -18,6 +18,8 @@
 namespace tt {
 namespace {
 
+bool contains_text(const std::string& text, const std::string& part) { return text.find(part) != std::string::npos; }
+
 using nlohmann::json;
 
 // Runs fn, expects an InputError containing every phrase, on one line; returns the message.
@@ -163,6 +165,24 @@ TEST(ConfigFromJson, RoundTripsAndNamesWhereOnValidationErrors) {
   j = json::parse(model_config_to_json(c));
   j["dmodel"] = 8;
   expect_input_error([&] { model_config_from_json(j.dump(), "cfg"); }, {"cfg: unknown field 'dmodel'"});
+  // the Llama block's fields: written only when not the default, read back, checked
+  ModelConfig llama = arch_preset("llama");
+  llama.n_kv_head = 2;
+  const std::string text = model_config_to_json(llama);
+  const ModelConfig llama_back = model_config_from_json(text);
+  EXPECT_EQ(model_config_to_json(llama_back), text);
+  EXPECT_EQ(llama_back.n_kv_head, 2);
+  EXPECT_EQ(llama_back.activation, Activation::Swiglu);
+  EXPECT_FALSE(contains_text(model_config_to_json(c), "n_kv_head")) << "a field at its default is left out";
+  j = json::parse(text);
+  j["n_kv_head"] = 3;
+  expect_input_error([&] { model_config_from_json(j.dump(), "cfg"); },
+                     {"cfg: invalid config: n_kv_head (3) must divide n_head (4)"});
+  j["n_kv_head"] = 0;
+  expect_input_error([&] { model_config_from_json(j.dump(), "cfg"); }, {"cfg: field 'n_kv_head'"});
+  j["n_kv_head"] = 2;
+  j["activation"] = "swish";
+  expect_input_error([&] { model_config_from_json(j.dump(), "cfg"); }, {"unknown activation 'swish'"});
 }
 
 TEST(ConfigFromJson, OptimizerFieldsAreNumbers) {

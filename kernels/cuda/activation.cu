@@ -6,6 +6,7 @@
 #include "kernels/common/philox.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dropout_factor.cuh"
 #include "kernels/cuda/grid_size.h"
 #include "kernels/cuda/storage.cuh"
 
@@ -49,37 +50,21 @@ __global__ void activation_backward_kernel(S* dinp, const S* dout, const S* inp,
 // as activation_forward + dropout_forward (resp. dropout_backward + activation_backward) round.
 // inp, out, dout, dinp (n); out may alias inp, dinp may alias dout (each element is read
 // before it is written, by the thread that writes it).
-// Decomposition: as dropout_kernel (dropout.cu), one thread per group of 4 consecutive mask
-// elements, grid-stride: one Philox call gives the group's 4 words; element i of the tensor is
-// mask element index_offset + i. p == 0 is the identity: no Philox, the factor is 1 (exact).
+// Decomposition: for_each_dropout_element (dropout_factor.cuh), as dropout_kernel: one thread
+// per group of 4 consecutive mask elements, grid-stride, one Philox call per group; p == 0 is
+// the identity: no Philox, the factor is 1 (exact).
 template <Activation kAct, bool kBackward, typename S>
 __global__ void activation_dropout_kernel(S* out, const S* dout, const S* inp, int64_t n, DropoutMask mask) {
-  const float p = mask.p;
-  const DropoutKey key = p > 0.0f ? mask.key() : DropoutKey{};
-  const float keep_scale = 1.0f / (1.0f - p);
-  const uint64_t first = mask.index_offset;
-  const int64_t first_group = static_cast<int64_t>(first >> 2);
-  const int64_t groups = static_cast<int64_t>((first + n + 3) >> 2) - first_group;
-  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
-       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    Philox4 bits = {{0u, 0u, 0u, 0u}};
-    if (p > 0.0f) bits = dropout_bits4(key, static_cast<uint64_t>(first_group + g));
-#pragma unroll
-    for (int lane = 0; lane < 4; ++lane) {
-      const int64_t i = 4 * (first_group + g) + lane - static_cast<int64_t>(first);
-      if (i >= 0 && i < n) {
-        const float factor = p > 0.0f ? dropout_factor(bits.v[lane], p, keep_scale) : 1.0f;
-        const float x = to_float(inp[i]);
-        if (kBackward) {
-          const float dropped = to_float(from_float<S>(to_float(dout[i]) * factor));  // dropout_backward
-          out[i] = from_float<S>(activation_grad<kAct>(dropped, x));                  // activation_backward
-        } else {
-          const float activated = to_float(from_float<S>(activation_value<kAct>(x)));  // activation_forward
-          out[i] = from_float<S>(activated * factor);                                   // dropout_forward
-        }
-      }
+  for_each_dropout_element(n, mask, [&](int64_t i, float factor) {
+    const float x = to_float(inp[i]);
+    if (kBackward) {
+      const float dropped = to_float(from_float<S>(to_float(dout[i]) * factor));  // dropout_backward
+      out[i] = from_float<S>(activation_grad<kAct>(dropped, x));                  // activation_backward
+    } else {
+      const float activated = to_float(from_float<S>(activation_value<kAct>(x)));  // activation_forward
+      out[i] = from_float<S>(activated * factor);                                   // dropout_forward
     }
-  }
+  });
 }
 
 // The launch of activation_dropout_kernel for a runtime activation; dout is null in the forward.

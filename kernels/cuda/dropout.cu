@@ -6,6 +6,7 @@
 #include "kernels/common/philox.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dropout_factor.cuh"
 #include "kernels/cuda/grid_size.h"
 #include "kernels/cuda/storage.cuh"
 
@@ -14,32 +15,12 @@ namespace tt {
 namespace {
 
 // inp (n) -> out (n) = inp * (kept ? 1/(1-p) : 0); out may alias inp
-// Decomposition: one thread per group of 4 consecutive mask elements (grid-stride over groups):
-// one Philox call gives the 4 uniforms of a group, one 32-bit lane per element, exactly as
-// dropout_uniform defines them. Element i of the tensor is mask element index_offset + i, so
-// the groups are those of the mask, whatever the offset. The training step is read from device memory here, when the
-// kernel runs (DropoutMask::key() dereferences mask.step), so a captured graph sees the
-// step the trainer wrote for this step.
+// Decomposition: for_each_dropout_element (dropout_factor.cuh), one thread per group of 4
+// consecutive mask elements, grid-stride: one Philox call per group.
 template <typename S>
 __global__ void dropout_kernel(S* out, const S* inp, int64_t n, DropoutMask mask) {
-  const DropoutKey key = mask.key();
-  const float p = mask.p;
-  const float keep_scale = 1.0f / (1.0f - p);
-  const uint64_t first = mask.index_offset;
-  const int64_t first_group = static_cast<int64_t>(first >> 2);
-  const int64_t groups = static_cast<int64_t>((first + n + 3) >> 2) - first_group;
-  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
-       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    const Philox4 bits = dropout_bits4(key, static_cast<uint64_t>(first_group + g));
-#pragma unroll
-    for (int lane = 0; lane < 4; ++lane) {
-      const int64_t i = 4 * (first_group + g) + lane - static_cast<int64_t>(first);
-      if (i >= 0 && i < n) {
-        const float scale = dropout_factor(bits.v[lane], p, keep_scale);
-        out[i] = from_float<S>(to_float(inp[i]) * scale);
-      }
-    }
-  }
+  for_each_dropout_element(n, mask,
+                           [&](int64_t i, float factor) { out[i] = from_float<S>(to_float(inp[i]) * factor); });
 }
 
 }  // namespace

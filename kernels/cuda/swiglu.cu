@@ -2,15 +2,17 @@
 // [gate | up] per row, out (N,F) = dropout(silu(gate) up). The math, and its order, is
 // kernels/common/swiglu.h's, as kernels/cpu/swiglu.cpp computes it; storage S (float, bf16,
 // fp16) is loaded into fp32 and each output rounded once.
-// Decomposition: as the fused activation-dropout kernel (activation.cu), one thread per group
-// of 4 consecutive output elements, grid-stride: one Philox call gives the group's 4 mask
-// words; output element e is mask element index_offset + e. p == 0 draws nothing (factor 1).
+// Decomposition: for_each_dropout_element (dropout_factor.cuh), as the fused activation-dropout
+// kernel (activation.cu): one thread per group of 4 consecutive output elements, grid-stride,
+// one Philox call per group; output element e is mask element index_offset + e. p == 0 draws
+// nothing (factor 1).
 #include <cstdint>
 
 #include "kernels/common/philox.h"
 #include "kernels/common/swiglu.h"
 #include "kernels/cuda/cuda_backend.h"
 #include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dropout_factor.cuh"
 #include "kernels/cuda/grid_size.h"
 #include "kernels/cuda/storage.cuh"
 
@@ -23,33 +25,18 @@ namespace {
 // read it).
 template <bool kBackward, typename S>
 __global__ void swiglu_kernel(S* out, const S* dout, const S* inp, int64_t n, int64_t F, DropoutMask mask) {
-  const float p = mask.p;
-  const DropoutKey key = p > 0.0f ? mask.key() : DropoutKey{};
-  const float keep_scale = 1.0f / (1.0f - p);
-  const uint64_t first = mask.index_offset;
-  const int64_t first_group = static_cast<int64_t>(first >> 2);
-  const int64_t groups = static_cast<int64_t>((first + n + 3) >> 2) - first_group;
-  for (int64_t g = static_cast<int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; g < groups;
-       g += static_cast<int64_t>(gridDim.x) * blockDim.x) {
-    Philox4 bits = {{0u, 0u, 0u, 0u}};
-    if (p > 0.0f) bits = dropout_bits4(key, static_cast<uint64_t>(first_group + g));
-#pragma unroll
-    for (int lane = 0; lane < 4; ++lane) {
-      const int64_t e = 4 * (first_group + g) + lane - static_cast<int64_t>(first);
-      if (e < 0 || e >= n) continue;
-      const float factor = p > 0.0f ? dropout_factor(bits.v[lane], p, keep_scale) : 1.0f;
-      const int64_t row = e / F, i = e - row * F;
-      const int64_t gate_at = 2 * F * row + i, up_at = gate_at + F;
-      const float gate = to_float(inp[gate_at]), up = to_float(inp[up_at]);
-      if (kBackward) {
-        const float d = to_float(dout[e]) * factor;
-        out[gate_at] = from_float<S>(d * up * silu_grad(gate));
-        out[up_at] = from_float<S>(d * silu(gate));
-      } else {
-        out[e] = from_float<S>(silu(gate) * up * factor);
-      }
+  for_each_dropout_element(n, mask, [&](int64_t e, float factor) {
+    const int64_t row = e / F, i = e - row * F;
+    const int64_t gate_at = 2 * F * row + i, up_at = gate_at + F;
+    const float gate = to_float(inp[gate_at]), up = to_float(inp[up_at]);
+    if (kBackward) {
+      const float d = to_float(dout[e]) * factor;
+      out[gate_at] = from_float<S>(d * up * silu_grad(gate));
+      out[up_at] = from_float<S>(d * silu(gate));
+    } else {
+      out[e] = from_float<S>(silu(gate) * up * factor);
     }
-  }
+  });
 }
 
 }  // namespace
