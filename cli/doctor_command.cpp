@@ -19,6 +19,9 @@ class DoctorCommand final : public Command {
 
   void add_flags(CLI::App& cmd) override {
     cmd.add_flag("--json", options_.json, "one JSON document with every probe instead of lines");
+    cmd.add_flag("--save-under-load", options_.save_under_load,
+                 "save the CPU's peaks even when other processes kept the CPUs busy during the measurement "
+                 "(otherwise such peaks are not saved: MFU against them would read high)");
     add_backend_option(cmd, options_.backend)
         ->description("the backend training would use: auto | cpu | cuda | cuda-emu");
     add_threads_option(cmd, threads_)->description("CPU threads for the CPU probes and backend (0: all cores)");

@@ -185,15 +185,12 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
   auto tflops_at = [&](double ms_per_step) { return step_flops / (ms_per_step * 1e-3) / 1e12; };
   auto mfu_at = [&](double ms_per_step) { return mfu(tflops_at(ms_per_step) / trainer.world_size(), o.mfu); };
   // " | 0.066 TFLOP/s | MFU 56.4%": what every step line ends with ("?" before the first timing;
-  // no MFU field without a measured peak).
+  // no MFU field without a measured peak; no number above 100%, where the peak is stale: mfu_text).
   auto speed_fields = [&](const std::optional<double>& ms) {
-    char text[64];
     if (!ms) return std::string(" | ? TFLOP/s") + (o.mfu.peak_tflops > 0 ? " | MFU ?" : "");
-    if (o.mfu.peak_tflops > 0)
-      std::snprintf(text, sizeof(text), " | %.3f TFLOP/s | MFU %.1f%%", tflops_at(*ms), 100 * mfu_at(*ms));
-    else
-      std::snprintf(text, sizeof(text), " | %.3f TFLOP/s", tflops_at(*ms));
-    return std::string(text);
+    char text[64];
+    std::snprintf(text, sizeof(text), " | %.3f TFLOP/s", tflops_at(*ms));
+    return std::string(text) + (o.mfu.peak_tflops > 0 ? " | " + mfu_text(mfu_at(*ms)) : "");
   };
 
   // Without dynamic scaling a skipped step means the gradients (and so the loss) went
@@ -271,7 +268,7 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
                    {"loss_scale", status.scale},
                    {"alloc_mb", alloc_mb},
                    {"tflops", or_null(ms ? tflops_at(*ms) : NAN)},
-                   {"mfu", or_null(ms ? mfu_at(*ms) : NAN)},
+                   {"mfu", or_null(ms && mfu_at(*ms) <= kMfuBeyondPeak ? mfu_at(*ms) : NAN)},
                    {"graph_nodes", graph_nodes_json(trainer.graph_nodes())}});
   };
   // A validation-only record (an evaluation at a step that is not logged, or after the last).

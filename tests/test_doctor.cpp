@@ -3,8 +3,13 @@
 // it, prints one line per probe, says plainly when there is no GPU, fails (exit 1, with a line
 // saying what to try) only when a link training needs is broken, emits JSON on --json, runs
 // the GPU probes on the SIMT emulator with --backend cuda-emu, and saves measured peaks, never
-// emulated ones.
+// emulated ones nor, unless asked, ones measured while other processes held the CPUs; and the
+// training log says a saved peak is stale rather than print an MFU above 100%.
 #include <gtest/gtest.h>
+
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <cstdlib>
@@ -17,6 +22,7 @@
 
 #include "engine/backend_select.h"
 #include "engine/doctor/cpu_probes.h"
+#include "engine/profile/mfu.h"
 #include "engine/profile/peaks.h"
 #include "kernels/device_query.h"
 #include "kernels/instruments/gpu_probes.h"
@@ -84,8 +90,11 @@ class Doctor : public ::testing::Test {
   void SetUp() override { setenv("TINYTRAIN_CACHE_DIR", cache_.path().c_str(), 1); }
   void TearDown() override { unsetenv("TINYTRAIN_CACHE_DIR"); }
 
-  CliResult doctor(std::vector<std::string> args) {
+  // doctor with `args`. The tests of the chain save peaks even when other tests keep the CPUs
+  // busy (--save-under-load); PeaksMeasuredUnderLoadAreNotSaved tests that default.
+  CliResult doctor(std::vector<std::string> args, bool save_under_load = true) {
     args.insert(args.begin(), {kBin, "doctor"});
+    if (save_under_load) args.push_back("--save-under-load");
     return run_command(args, scratch_.path(), 120.0);
   }
 
@@ -248,6 +257,88 @@ TEST_F(Doctor, CudaEmuRunsTheGpuProbesOnTheEmulatorAndSavesNoEmulatedPeaks) {
   const std::vector<std::string> saved = saved_devices();
   EXPECT_EQ(saved.size(), 1u) << "only the CPU's peaks";
   for (const std::string& key : saved) EXPECT_EQ(key.rfind("cpu ", 0), 0u) << key;
+}
+
+// Processes that spin on every CPU while they live: the "other processes" of a busy machine.
+class BusyCpus {
+ public:
+  explicit BusyCpus(int count) {
+    for (int i = 0; i < count; ++i) {
+      const pid_t pid = fork();
+      if (pid == 0) {
+        execl("/bin/sh", "sh", "-c", "while :; do :; done", static_cast<char*>(nullptr));
+        _exit(127);
+      }
+      if (pid > 0) pids_.push_back(pid);
+    }
+  }
+  ~BusyCpus() {
+    for (pid_t pid : pids_) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+  BusyCpus(const BusyCpus&) = delete;
+  BusyCpus& operator=(const BusyCpus&) = delete;
+
+ private:
+  std::vector<pid_t> pids_;
+};
+
+// Peaks measured while other processes keep the CPUs busy are too low: doctor reports them and
+// does not save them unless told to (--save-under-load), and says how.
+TEST_F(Doctor, PeaksMeasuredUnderLoadAreNotSaved) {
+  const int cpus = static_cast<int>(read_cpu_info().hardware_concurrency);
+  const BusyCpus spinners(cpus);
+  const CliResult r = doctor({"--backend", "cpu"}, /*save_under_load=*/false);
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const std::vector<ProbeLine> probes = probe_lines(r);
+  ASSERT_FALSE(probes.empty()) << r.describe();
+  const ProbeLine* cpu = find_probe(probes, "cpu");
+  ASSERT_NE(cpu, nullptr) << r.describe();
+  EXPECT_EQ(cpu->verdict, "warn") << cpu->message;
+  EXPECT_TRUE(contains(cpu->message, "busy with other processes")) << cpu->message;
+  const ProbeLine& peaks = probes.back();
+  EXPECT_EQ(peaks.name, "peaks");
+  EXPECT_EQ(peaks.verdict, "warn") << peaks.message;
+  EXPECT_TRUE(contains(peaks.message, "are not saved")) << peaks.message;
+  EXPECT_TRUE(contains(peaks.try_next, "--save-under-load")) << peaks.try_next;
+  EXPECT_TRUE(saved_devices().empty()) << test::read_whole_file(peaks_file());
+  // asked to, it saves them anyway
+  const CliResult forced = doctor({"--backend", "cpu"}, /*save_under_load=*/true);
+  ASSERT_EQ(forced.exit_code, 0) << forced.describe();
+  EXPECT_EQ(saved_devices().size(), 1u) << forced.describe();
+}
+
+// A saved peak below what a step reaches (measured under load, or on other hardware): the log
+// says the peak is stale instead of printing an MFU above 100%, and the metrics leave it null.
+TEST_F(Doctor, AnMfuAboveTheSavedPeakSaysThePeakIsStale) {
+  EXPECT_EQ(mfu_text(0.564), "MFU 56.4%");
+  EXPECT_TRUE(contains(mfu_text(1.081), "stale")) << mfu_text(1.081);
+  EXPECT_FALSE(contains(mfu_text(1.081), "108")) << mfu_text(1.081);
+  Peaks low;
+  low.device = cpu_device_key(1);
+  low.tflops["fp32"] = 1e-6;  // a microFLOP machine: every step beats it
+  low.memory_gbps = 1.0;
+  low.measured = "2026-12-03T00:00:00Z";
+  save_peaks(low);
+  const std::string metrics = scratch_.file("metrics.jsonl");
+  const CliResult r = run_command({kBin, "train", "--backend", "cpu", "--threads", "1", "--vocab-size", "32", "--d-model",
+                                   "16", "--n-head", "2", "--d-ff", "32", "--seq", "8", "--max-seq-len", "8", "--batch",
+                                   "2", "--steps", "4", "--log-every", "1", "--metrics", metrics},
+                                  scratch_.path(), 120.0);
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  int timed = 0;
+  for (const std::string& line : r.out_lines()) {
+    if (line.rfind("step", 0) != 0 || contains(line, "? TFLOP/s")) continue;
+    ++timed;
+    EXPECT_TRUE(contains(line, "MFU ? (above 100%: the saved peak is stale")) << line;
+  }
+  EXPECT_GT(timed, 0) << r.out;
+  for (const std::string& line : CliResult::split_lines(test::read_whole_file(metrics))) {
+    const nlohmann::json row = nlohmann::json::parse(line, nullptr, false);
+    if (row.is_object() && row.contains("mfu")) EXPECT_TRUE(row["mfu"].is_null()) << line;
+  }
 }
 
 // The copy-kernel probe in this process, on the emulator: it checks that its kernel copied every

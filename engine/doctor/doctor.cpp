@@ -193,8 +193,9 @@ constexpr double kBusySampleSeconds = 0.2;
 constexpr double kBusyCpusWarning = 0.5;
 
 // The host's probes; returns the CPU backend's seed-workload step (none when it failed), the
-// reference the GPU's step is compared with.
-std::optional<StepResult> probe_cpu(Report& report, bool needed, std::vector<Peaks>& peaks) {
+// reference the GPU's step is compared with. busy_cpus: what other processes kept busy before
+// the measurements.
+std::optional<StepResult> probe_cpu(Report& report, bool needed, std::vector<Peaks>& peaks, double& busy_cpus) {
   std::optional<StepResult> seed_step;
   const int threads = cpu_threads_in_use();
   const CpuInfo info = read_cpu_info();
@@ -208,14 +209,15 @@ std::optional<StepResult> probe_cpu(Report& report, bool needed, std::vector<Pea
                        info.hardware_concurrency, isa.c_str());
     // Before anything of ours runs: what other processes take from the measurements below.
     const double busy = measure_busy_cpus(kBusySampleSeconds);
+    busy_cpus = busy;
     p.message += format("; %.1f CPUs busy with other processes", busy);
     p.numbers = {{"model", info.model}, {"logical_cpus", info.logical_cpus}, {"physical_cores", info.physical_cores},
                  {"usable_cpus", info.usable_cpus}, {"hardware_concurrency", info.hardware_concurrency},
                  {"isa", info.isa_present}, {"isa_missing", info.isa_missing}, {"busy_cpus", busy}};
     if (busy >= kBusyCpusWarning) {
       p.verdict = Verdict::Warn;
-      p.try_next = "the numbers below are what the other processes leave (top shows them): run doctor again on an "
-                   "idle machine before trusting the saved peaks";
+      p.try_next = "the numbers below are what the other processes leave (top shows them), and the CPU's peaks "
+                   "are not saved: run doctor again on an idle machine (or with --save-under-load)";
     }
     report.add(std::move(p));
   }
@@ -665,12 +667,20 @@ void probe_all_reduce(Report& report, const Launch& launch, BackendChoice backen
   report.add(std::move(p));
 }
 
-void save_measured_peaks(Report& report, const std::vector<Peaks>& peaks, bool emulated_gpu) {
+// Saves the measured peaks. held_back: why peaks that were measured are not among them ("" for
+// none), said on the line with a warning.
+void save_measured_peaks(Report& report, const std::vector<Peaks>& peaks, bool emulated_gpu,
+                         const std::string& held_back) {
   Probe p{"peaks"};
-  const std::string not_saved = emulated_gpu ? "; the emulated GPU's numbers are not peaks: not saved" : "";
+  std::string not_saved = emulated_gpu ? "; the emulated GPU's numbers are not peaks: not saved" : "";
+  if (!held_back.empty()) {
+    not_saved += "; " + held_back;
+    p.verdict = Verdict::Warn;
+    p.try_next = "run doctor again on an idle machine, or add --save-under-load to save these anyway";
+  }
   if (peaks.empty()) {
-    p.verdict = Verdict::Skip;
-    p.message = "nothing measured to save" + not_saved;
+    if (held_back.empty()) p.verdict = Verdict::Skip;
+    p.message = "nothing saved" + not_saved;
     report.add(std::move(p));
     return;
   }
@@ -712,13 +722,21 @@ int run_doctor(const DoctorOptions& options, std::ostream& out) {
     return 1;
   }
   std::vector<Peaks> peaks;
-  const std::optional<StepResult> cpu_seed_step = probe_cpu(report, /*needed=*/!trains_on_gpu, peaks);
+  double busy_cpus = 0.0;
+  const std::optional<StepResult> cpu_seed_step = probe_cpu(report, /*needed=*/!trains_on_gpu, peaks, busy_cpus);
+  // The CPU's peaks (all of `peaks` so far) measured while other processes held the CPUs are too
+  // low: saved, they would make every later MFU read high (above 100% once the machine is idle).
+  std::string held_back;
+  if (busy_cpus >= kBusyCpusWarning && !peaks.empty() && !options.save_under_load) {
+    held_back = format("the CPU's peaks, measured with %.1f CPUs busy with other processes, are not saved", busy_cpus);
+    peaks.clear();
+  }
   if (gpu)
     probe_gpu(report, *gpu, runtime, training_backend, trains_on_gpu, cpu_seed_step, peaks);
   else
     report.add({"gpu", Verdict::Skip, "--backend cpu: the GPU is not probed"});
   probe_all_reduce(report, launch, training_backend);
-  save_measured_peaks(report, peaks, gpu && gpu->emulated());
+  save_measured_peaks(report, peaks, gpu && gpu->emulated(), held_back);
   const int exit_status = report.any_fail() ? 1 : 0;
   report.print_json(backend_choice_name(choice), cpu_threads_in_use(), exit_status);
   return exit_status;

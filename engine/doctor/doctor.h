@@ -31,6 +31,10 @@ struct DoctorOptions {
   // cuda-emu: the GPU probes run on the SIMT emulator, tiny.
   BackendChoice backend = BackendChoice::Auto;
   bool json = false;  // one JSON document instead of lines
+  // --save-under-load: save the CPU's peaks even when other processes kept the CPUs busy while
+  // they were measured (by default such peaks are reported, not saved: MFU against a peak
+  // measured low reads high, above 100%)
+  bool save_under_load = false;
 };
 
 // Runs every probe on the CPU threads in use (set_cpu_threads) and prints the report on `out`.

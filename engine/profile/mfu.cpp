@@ -54,4 +54,12 @@ double mfu(double achieved_tflops_per_device, const MfuReference& reference) {
   return reference.peak_tflops > 0 ? achieved_tflops_per_device / reference.peak_tflops : NAN;
 }
 
+std::string mfu_text(double mfu_fraction) {
+  if (mfu_fraction > kMfuBeyondPeak)
+    return "MFU ? (above 100%: the saved peak is stale; rerun `tinytrain doctor` on an idle machine)";
+  char text[32];
+  std::snprintf(text, sizeof(text), "MFU %.1f%%", 100 * mfu_fraction);
+  return text;
+}
+
 }  // namespace tt

@@ -29,4 +29,11 @@ MfuReference mfu_reference(BackendChoice choice, const std::string& backend_name
 // MFU as a fraction: achieved TFLOP/s of one device over its peak; NaN without a peak.
 double mfu(double achieved_tflops_per_device, const MfuReference& reference);
 
+// Above 1 a step would beat the hardware's own peak: the saved peak is what is wrong (measured
+// while other work held the machine, or on other hardware under the same key).
+constexpr double kMfuBeyondPeak = 1.0;
+// The log's field for an MFU fraction: "MFU 56.4%", or, above kMfuBeyondPeak, no number and the
+// reason: "MFU ? (above 100%: the saved peak is stale; rerun `tinytrain doctor` on an idle machine)".
+std::string mfu_text(double mfu_fraction);
+
 }  // namespace tt
