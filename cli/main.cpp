@@ -10,6 +10,7 @@
 
 #include "base/input_error.h"
 #include "cli/command.h"
+#include "kernels/cpu/cpu_simd.h"
 
 int main(int argc, char** argv) {
   using namespace tt;
@@ -59,6 +60,7 @@ int main(int argc, char** argv) {
                   << "' (see tinytrain " << command->name() << " --help)" << std::endl;
         return 2;
       }
+      best_cpu_simd();  // (a bad TINYTRAIN_CPU_SIMD stops every command here, in one line)
       return command->run();
     }
   } catch (const InputError& e) {  // (a flag parsed as it is read, --backend, throws from parse)

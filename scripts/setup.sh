@@ -18,7 +18,8 @@ case "$what" in all | packages | build) ;; *) echo "usage: scripts/setup.sh [pac
 # and its OpenMP runtime: the sanitizer build, scripts/test_sanitizers.sh. SentencePiece: the
 # BPE tokenizer of `tinytrain prepare`; fortunes: a small text corpus for the toy language
 # models (/usr/share/games/fortunes, docs/toy-lm.md); matplotlib: tools/plot_metrics.py.
-packages=(cmake ninja-build g++ libopenblas-openmp-dev nlohmann-json3-dev libcli11-dev
+# oneDNN: the CPU backend's GEMMs (kernels/cpu/gemm.h, chosen in docs/benchmarks.md).
+packages=(cmake ninja-build g++ libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev googletest python3-torch clang libclang-rt-14-dev libomp-dev
           libopenmpi-dev openmpi-bin libsentencepiece-dev fortunes
           python3-matplotlib ccache)

@@ -16,6 +16,8 @@
 #include <thread>
 #include <utility>
 
+#include "kernels/cpu/gemm.h"
+
 namespace tt {
 
 const std::vector<std::string> kIsaFlags = {"avx2", "fma", "avx512f"};
@@ -119,7 +121,7 @@ double measure_sgemm_gflops(int n, double min_seconds) {
     b[i] = static_cast<float>((i * 7) % 2001) / 1000.0f - 1.0f;
   }
   auto gemm = [&] {
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, n, n, n, 1.0f, a.data(), n, b.data(), n, 0.0f, c.data(), n);
+    gemm_f32(false, false, n, n, n, a.data(), n, b.data(), n, 0.0f, c.data(), n);
   };
   gemm();
   double best = INFINITY, timed = 0;

@@ -1,6 +1,6 @@
 // What the host is and what it really does: the CPU and its instruction sets, the BLAS library
 // and its threads, host memory, and two measurements, single-precision GEMM throughput
-// (cblas_sgemm, what the CPU backend's matmuls run on) and memory bandwidth (a STREAM-style
+// (kernels/cpu/gemm.h, what the CPU backend's matmuls run on) and memory bandwidth (a STREAM-style
 // triad, what its elementwise loops are bound by). `tinytrain doctor` prints them and saves the
 // measurements as this CPU's peaks (engine/profile/peaks.h); other commands may call them too.
 #pragma once
@@ -47,8 +47,8 @@ struct BlasInfo {
 };
 BlasInfo read_blas_info();
 
-// GFLOP/s (1e9 FLOP/s, 2 n^3 per GEMM) of C = A B for n x n float matrices through
-// cblas_sgemm on the threads OpenBLAS uses now: the best of the calls timed within
+// GFLOP/s (1e9 FLOP/s, 2 n^3 per GEMM) of C = A B for n x n float matrices through the CPU
+// backend's GEMM (kernels/cpu/gemm.h: oneDNN where built with it) on the threads in use now: the best of the calls timed within
 // min_seconds, after one untimed call (thread start-up, page faults).
 double measure_sgemm_gflops(int n, double min_seconds);
 

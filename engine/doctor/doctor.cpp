@@ -28,6 +28,8 @@
 #include "engine/profile/peaks.h"
 #include "engine/trainer.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/cpu_simd.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/instruments/gpu_probes.h"
 #include "parallel/communicator.h"
 #include "parallel/rank_launch.h"
@@ -204,16 +206,21 @@ std::optional<StepResult> probe_cpu(Report& report, bool needed, std::vector<Pea
     std::string isa;
     for (const std::string& flag : info.isa_present) isa += " " + flag;
     for (const std::string& flag : info.isa_missing) isa += " no-" + flag;
-    p.message = format("%s: %d logical CPUs, %d cores, %d usable here, hardware_concurrency %u; ISA%s",
+    // The loops' width: the widest this CPU runs, unless TINYTRAIN_CPU_SIMD caps it (cpu_simd.h).
+    const std::string loops = cpu_simd_name(best_cpu_simd()), widest = cpu_simd_name(detected_cpu_simd());
+    p.message = format("%s: %d logical CPUs, %d cores, %d usable here, hardware_concurrency %u; ISA%s; the CPU "
+                       "backend's loops use %s%s",
                        info.model.c_str(), info.logical_cpus, info.physical_cores, info.usable_cpus,
-                       info.hardware_concurrency, isa.c_str());
+                       info.hardware_concurrency, isa.c_str(), loops.c_str(),
+                       loops == widest ? "" : format(" (TINYTRAIN_CPU_SIMD; the CPU has %s)", widest.c_str()).c_str());
     // Before anything of ours runs: what other processes take from the measurements below.
     const double busy = measure_busy_cpus(kBusySampleSeconds);
     busy_cpus = busy;
     p.message += format("; %.1f CPUs busy with other processes", busy);
     p.numbers = {{"model", info.model}, {"logical_cpus", info.logical_cpus}, {"physical_cores", info.physical_cores},
                  {"usable_cpus", info.usable_cpus}, {"hardware_concurrency", info.hardware_concurrency},
-                 {"isa", info.isa_present}, {"isa_missing", info.isa_missing}, {"busy_cpus", busy}};
+                 {"isa", info.isa_present}, {"isa_missing", info.isa_missing}, {"busy_cpus", busy},
+                 {"loops_isa", loops}, {"widest_isa", widest}};
     if (busy >= kBusyCpusWarning) {
       p.verdict = Verdict::Warn;
       p.try_next = "the numbers below are what the other processes leave (top shows them), and the CPU's peaks "
@@ -224,12 +231,28 @@ std::optional<StepResult> probe_cpu(Report& report, bool needed, std::vector<Pea
   {
     Probe p{"cpu.blas"};
     const BlasInfo blas = read_blas_info();
-    p.message = format("%s (kernels for %s), %s threading, %s; the CPU backend's loops: %d OpenMP",
-                       blas.config.c_str(), blas.core.c_str(), blas.threading.c_str(),
+    // Which library computes which GEMMs, with which kernels (kernels/cpu/gemm.h).
+    std::string gemms;
+    nlohmann::json libraries = nlohmann::json::array();
+    bool wider_than_loops = false;
+    for (const GemmLibrary& lib : gemm_libraries()) {
+      gemms += format("%s%s for %s (%s kernels, %s)", gemms.empty() ? "" : "; ", lib.name.c_str(), lib.products.c_str(),
+                      lib.kernels.c_str(), lib.isa.c_str());
+      libraries.push_back({{"name", lib.name}, {"kernels", lib.kernels}, {"isa", lib.isa}, {"products", lib.products}});
+      wider_than_loops = wider_than_loops || (lib.isa == "avx512" && best_cpu_simd() != CpuSimd::Avx512);
+    }
+    p.message = format("GEMMs: %s. %s (kernels for %s), %s threading, %s; the CPU backend's loops: %d OpenMP",
+                       gemms.c_str(), blas.config.c_str(), blas.core.c_str(), blas.threading.c_str(),
                        threads_text(blas.threads).c_str(), threads);
     p.numbers = {{"config", blas.config}, {"core", blas.core}, {"threading", blas.threading},
-                 {"blas_threads", blas.threads}, {"openmp_threads", threads}};
-    if (blas.threads != threads) {
+                 {"blas_threads", blas.threads}, {"openmp_threads", threads}, {"gemm_libraries", libraries}};
+    if (wider_than_loops) {
+      // OpenBLAS picks its kernels when it is loaded, before TINYTRAIN_CPU_SIMD is read.
+      p.verdict = Verdict::Warn;
+      p.try_next = format("the loops are capped at %s but a GEMM library uses AVX-512: OPENBLAS_CORETYPE=Haswell "
+                          "caps OpenBLAS too",
+                          cpu_simd_name(best_cpu_simd()));
+    } else if (blas.threads != threads) {
       p.verdict = Verdict::Warn;
       p.try_next = format("--threads %d sets both to the same count (GEMMs and loops then share the cores evenly)",
                           threads);
@@ -240,7 +263,7 @@ std::optional<StepResult> probe_cpu(Report& report, bool needed, std::vector<Pea
   {
     Probe p{"cpu.sgemm"};
     sgemm_gflops = measure_sgemm_gflops(kSgemmN, kSgemmSeconds);
-    p.message = format("%.1f GFLOP/s fp32 (cblas_sgemm %d^3 on %s, best call over %.1f s)", sgemm_gflops, kSgemmN,
+    p.message = format("%.1f GFLOP/s fp32 (the CPU backend's GEMM, %d^3 on %s, best call over %.1f s)", sgemm_gflops, kSgemmN,
                        threads_text(threads).c_str(), kSgemmSeconds);
     p.numbers = {{"gflops", sgemm_gflops}, {"n", kSgemmN}, {"threads", threads}};
     report.add(std::move(p));

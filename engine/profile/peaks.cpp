@@ -12,6 +12,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "kernels/cpu/cpu_simd.h"
+
 namespace tt {
 
 namespace {
@@ -57,7 +59,9 @@ std::string cpu_device_key(int threads) {
     if (colon != std::string::npos) model = line.substr(line.find_first_not_of(" \t", colon + 1));
     break;
   }
-  return "cpu " + model + " threads " + std::to_string(threads);
+  // Capped below the CPU's widest vectors (TINYTRAIN_CPU_SIMD), the same CPU has other peaks.
+  const bool capped = best_cpu_simd() != detected_cpu_simd();
+  return "cpu " + model + " threads " + std::to_string(threads) + (capped ? std::string(" ") + cpu_simd_name(best_cpu_simd()) : "");
 }
 
 std::string cuda_device_key(const std::string& name, int major, int minor) {

@@ -24,7 +24,8 @@ struct Peaks {
 // Where the peaks live (the directory need not exist yet).
 std::string peaks_file();
 
-// The CPU's key: its model name (/proc/cpuinfo) and the threads its GEMMs run.
+// The CPU's key: its model name (/proc/cpuinfo) and the threads its GEMMs run, then the vector
+// width when TINYTRAIN_CPU_SIMD caps it below the CPU's ("cpu AMD EPYC threads 1 avx2").
 std::string cpu_device_key(int threads);
 // A GPU's key: its name and compute capability, e.g. "cuda NVIDIA H200 sm_90".
 std::string cuda_device_key(const std::string& name, int major, int minor);

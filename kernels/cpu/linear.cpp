@@ -1,10 +1,9 @@
 // Linear layer y = x W^T + b with PyTorch's weight layout (out_features, in_features),
-// forward and backward, on OpenBLAS sgemm (row-major).
-#include <cblas.h>
-
+// forward and backward, on the CPU backend's one GEMM (gemm.h).
 #include <vector>
 
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/storage.h"
 
 namespace tt {
@@ -23,7 +22,7 @@ void CpuBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bi
       for (int j = 0; j < O; ++j) o[static_cast<int64_t>(n) * O + j] = b[j];
     beta = 1.0f;
   }
-  cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, N, O, I, 1.0f, inp.f32(), I, weight.f32(), I, beta, o, O);
+  gemm_f32(false, true, N, O, I, inp.f32(), I, weight.f32(), I, beta, o, O);
 }
 
 // dout (N,O) -> dinp (N,I) = dout W (skipped when null; InputGrad::Add: added to dinp),
@@ -44,9 +43,8 @@ void CpuBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tens
   const float* d = dout.f32();
   const bool add = grads == ParamGrads::Add;
   if (dinp.data)
-    cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, N, I, O, 1.0f, d, O, weight.f32(), I, 0.0f, dinp.f32(), I);
-  cblas_sgemm(CblasRowMajor, CblasTrans, CblasNoTrans, O, I, N, 1.0f, d, O, inp.f32(), I, add ? 1.0f : 0.0f,
-              dweight.f32(), I);
+    gemm_f32(false, false, N, I, O, d, O, weight.f32(), I, 0.0f, dinp.f32(), I);
+  gemm_f32(true, false, O, I, N, d, O, inp.f32(), I, add ? 1.0f : 0.0f, dweight.f32(), I);
   if (dbias.data) {
     // Column sums, a block of columns per task, walking dout row by row: each row's span is
     // contiguous, so the adds vectorise across columns (a column at a time would stride O
