@@ -880,6 +880,23 @@ TEST(CliTrainBad, LlamaBlockOptions) {
   expect_train_config_error({{"--arch", "llama"}, {"--n-head", "32"}}, {"rope", "head size", "even"});
 }
 
+// A bad instruction-set cap stops every command before any work, in one line naming it; a cap
+// of the CPU's own width or above changes nothing and trains.
+TEST(CliTrainBad, BadCpuSimdCap) {
+  ScratchDir dir;
+  setenv("TINYTRAIN_CPU_SIMD", "avx3", 1);
+  const CliResult train = run_command(train_args({}), dir.path());
+  const CliResult doctor = run_command({kBin, "doctor", "--backend", "cpu"}, dir.path());
+  setenv("TINYTRAIN_CPU_SIMD", "avx512", 1);
+  const CliResult widest = run_command(train_args({}), dir.path());
+  unsetenv("TINYTRAIN_CPU_SIMD");
+  for (const CliResult* r : {&train, &doctor}) {
+    expect_user_error(*r, {"TINYTRAIN_CPU_SIMD", "avx3", "scalar, avx2 or avx512"});
+    EXPECT_EQ(r->out, "") << r->describe();
+  }
+  EXPECT_TRUE(widest.exited && widest.exit_code == 0) << widest.describe();
+}
+
 TEST(CliTrainBad, BackendCudaWithoutGpu) {
   if (machine_has_gpu()) GTEST_SKIP() << "this machine has a GPU";
   ScratchDir dir;

@@ -20,6 +20,7 @@
 
 #include "kernels/common/philox.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "kernels/cpu/gemm.h"
 #include "kernels/cpu/vector_exp.h"
 #include "tests/op_test_util.h"
 
@@ -826,6 +827,46 @@ TEST_F(CpuOps, ResidualForwardIsOneRoundingAndMayAlias) {
 // the shift and in place. (All 2^32 inputs agreed when it was written; that takes 20 s.)
 bool same_float(float a, float b) {
   return (std::isnan(a) && std::isnan(b)) || std::memcmp(&a, &b, sizeof(float)) == 0;
+}
+
+// The CPU backend's one GEMM (gemm.h), in the three forms the linear op uses and with beta 0
+// and 1, against sums in double, on the library this machine runs (oneDNN, or OpenBLAS for
+// A^T under AVX2). Shapes: odd ones (no kernel's block size divides them) and the seed's
+// largest. The bound: an fp32 dot product of K terms is off by at most K 2^-24 of the sum of
+// |terms| (each add rounds once, however the library orders them); 2x that allows for the
+// beta C add and the product roundings.
+TEST(CpuGemm, EveryFormAgreesWithADoubleSum) {
+  struct Shape { int M, N, K; };
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uniform(-1.0f, 1.0f);
+  for (const Shape& shape : {Shape{37, 53, 29}, Shape{1, 7, 300}, Shape{1024, 2048, 128}, Shape{128, 128, 1024}})
+    for (bool ta : {false, true})
+      for (bool tb : {false, true})
+        for (float beta : {0.0f, 1.0f}) {
+          const int M = shape.M, N = shape.N, K = shape.K;
+          const int lda = ta ? M : K, ldb = tb ? K : N;
+          std::vector<float> A(static_cast<size_t>(M) * K), B(static_cast<size_t>(K) * N), C(static_cast<size_t>(M) * N);
+          for (float& x : A) x = uniform(rng);
+          for (float& x : B) x = uniform(rng);
+          for (float& x : C) x = uniform(rng);
+          const std::vector<float> C0 = C;
+          gemm_f32(ta, tb, M, N, K, A.data(), lda, B.data(), ldb, beta, C.data(), N);
+          double worst = 0.0;  // the largest error as a fraction of its bound
+          for (int i = 0; i < M; i += std::max(1, M / 17))
+            for (int j = 0; j < N; j += std::max(1, N / 13)) {
+              double sum = beta * C0[static_cast<size_t>(i) * N + j], magnitude = std::fabs(sum);
+              for (int k = 0; k < K; ++k) {
+                const double a = ta ? A[static_cast<size_t>(k) * lda + i] : A[static_cast<size_t>(i) * lda + k];
+                const double b = tb ? B[static_cast<size_t>(j) * ldb + k] : B[static_cast<size_t>(k) * ldb + j];
+                sum += a * b;
+                magnitude += std::fabs(a * b);
+              }
+              const double bound = 2.0 * (K + 1) * std::ldexp(1.0, -24) * magnitude;
+              worst = std::max(worst, std::fabs(C[static_cast<size_t>(i) * N + j] - sum) / bound);
+            }
+          EXPECT_LE(worst, 1.0) << M << "x" << N << "x" << K << (ta ? " A^T" : "") << (tb ? " B^T" : "") << " beta "
+                                << beta;
+        }
 }
 
 TEST(VectorExp, EqualsStdExpBitForBitAcrossTheFloats) {

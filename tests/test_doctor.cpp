@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <map>
 #include <cstdlib>
 #include <memory>
 #include <optional>
@@ -24,6 +25,7 @@
 #include "engine/doctor/cpu_probes.h"
 #include "engine/profile/mfu.h"
 #include "engine/profile/peaks.h"
+#include "kernels/cpu/cpu_simd.h"
 #include "kernels/device_query.h"
 #include "kernels/instruments/gpu_probes.h"
 #include "tests/cli_test_util.h"
@@ -308,6 +310,60 @@ TEST_F(Doctor, PeaksMeasuredUnderLoadAreNotSaved) {
   const CliResult forced = doctor({"--backend", "cpu"}, /*save_under_load=*/true);
   ASSERT_EQ(forced.exit_code, 0) << forced.describe();
   EXPECT_EQ(saved_devices().size(), 1u) << forced.describe();
+}
+
+// The probes of one `doctor --json` run, by name.
+std::map<std::string, nlohmann::json> json_probes(const CliResult& r) {
+  std::map<std::string, nlohmann::json> probes;
+  const nlohmann::json doc = nlohmann::json::parse(r.out, nullptr, /*allow_exceptions=*/false);
+  EXPECT_TRUE(doc.is_object() && doc.contains("probes")) << r.describe();
+  if (doc.is_object() && doc.contains("probes"))
+    for (const nlohmann::json& p : doc["probes"]) probes[p.value("name", "")] = p;
+  return probes;
+}
+
+// TINYTRAIN_CPU_SIMD=avx2 on an AVX-512 machine reaches the loops and oneDNN from within;
+// OpenBLAS, which picks its kernels when it is loaded, only through OPENBLAS_CORETYPE. doctor
+// reports what each uses, warns while a GEMM library still uses AVX-512, and saves the capped
+// peaks under their own key, beside the uncapped ones.
+TEST_F(Doctor, AnAvx2CapReachesTheLoopsAndTheGemmsAndItsPeaksGetTheirOwnKey) {
+  if (detected_cpu_simd() != CpuSimd::Avx512) GTEST_SKIP() << "no AVX-512 on this CPU: nothing to cap";
+  const std::vector<std::string> args = {"--backend", "cpu", "--threads", "1", "--json"};
+  setenv("TINYTRAIN_CPU_SIMD", "avx2", 1);
+  unsetenv("OPENBLAS_CORETYPE");
+  const CliResult capped = doctor(args);
+  setenv("OPENBLAS_CORETYPE", "Haswell", 1);
+  const CliResult both = doctor(args);
+  unsetenv("TINYTRAIN_CPU_SIMD");
+  unsetenv("OPENBLAS_CORETYPE");
+  const CliResult uncapped = doctor(args);
+  for (const CliResult* r : {&capped, &both, &uncapped}) ASSERT_EQ(r->exit_code, 0) << r->describe();
+
+  auto gemm_isas = [](const nlohmann::json& blas) {
+    std::vector<std::string> isas;
+    for (const nlohmann::json& lib : blas["numbers"]["gemm_libraries"]) isas.push_back(lib["isa"]);
+    return isas;
+  };
+  std::map<std::string, nlohmann::json> p = json_probes(capped);
+  EXPECT_EQ(p["cpu"]["numbers"]["loops_isa"], "avx2") << capped.out;
+  EXPECT_EQ(p["cpu"]["numbers"]["widest_isa"], "avx512") << capped.out;
+  EXPECT_TRUE(contains(p["cpu"]["message"], "loops use avx2 (TINYTRAIN_CPU_SIMD")) << capped.out;
+  const std::vector<std::string> capped_isas = gemm_isas(p["cpu.blas"]);
+  EXPECT_NE(std::count(capped_isas.begin(), capped_isas.end(), "avx512"), 0) << "OpenBLAS keeps its AVX-512 kernels";
+  EXPECT_EQ(p["cpu.blas"]["verdict"], "warn") << capped.out;
+  EXPECT_TRUE(contains(p["cpu.blas"]["try"], "OPENBLAS_CORETYPE=Haswell")) << capped.out;
+
+  p = json_probes(both);
+  for (const std::string& isa : gemm_isas(p["cpu.blas"])) EXPECT_EQ(isa, "avx2") << both.out;
+  EXPECT_EQ(p["cpu.blas"]["verdict"], "ok") << both.out;
+
+  p = json_probes(uncapped);
+  EXPECT_EQ(p["cpu"]["numbers"]["loops_isa"], "avx512") << uncapped.out;
+  const std::vector<std::string> keys = saved_devices();
+  EXPECT_EQ(keys.size(), 2u) << test::read_whole_file(peaks_file());
+  EXPECT_NE(std::find(keys.begin(), keys.end(), cpu_device_key(1) + " avx2"), keys.end())
+      << test::read_whole_file(peaks_file());
+  EXPECT_NE(std::find(keys.begin(), keys.end(), cpu_device_key(1)), keys.end()) << test::read_whole_file(peaks_file());
 }
 
 // A saved peak below what a step reaches (measured under load, or on other hardware): the log
