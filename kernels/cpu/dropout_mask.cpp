@@ -34,7 +34,10 @@ constexpr float kToUnit = 1.0f / 16777216.0f;                  // uniform_from_b
 
 // ---- AVX2: 4 counters per register ----
 
-constexpr int kAvx2Batches = 3;                       // registers of counters in flight (2: 1.2x slower)
+// Registers of counters in flight: 4 (0.63 ns per element on an AVX-512 EPYC capped at AVX2;
+// 3: 0.92 ns, 2: 0.88 ns). Each round's key is xored into the counter word first, off the
+// multiply's path, so that a round's chain is multiply, shift, xor.
+constexpr int kAvx2Batches = 4;
 constexpr int kAvx2Elements = 4 * 4 * kAvx2Batches;  // elements per call: 4 per group
 
 // dropout_factor on 8 words at once: uniform = (bits >> 8) * 2^-24 (exact in fp32), 0 below p
@@ -69,8 +72,8 @@ void scales_avx2(const DropoutKey& key, uint64_t g, float p, float keep_scale, f
 #pragma GCC unroll 8
     for (int b = 0; b < kAvx2Batches; ++b) {
       const __m256i product0 = _mm256_mul_epu32(c0[b], mul0), product1 = _mm256_mul_epu32(c2[b], mul1);
-      c0[b] = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(product1, 32), c1[b]), k0);  // hi1 ^ c1 ^ key0
-      c2[b] = _mm256_xor_si256(_mm256_xor_si256(_mm256_srli_epi64(product0, 32), c3[b]), k1);  // hi0 ^ c3 ^ key1
+      c0[b] = _mm256_xor_si256(_mm256_srli_epi64(product1, 32), _mm256_xor_si256(c1[b], k0));  // hi1 ^ c1 ^ key0
+      c2[b] = _mm256_xor_si256(_mm256_srli_epi64(product0, 32), _mm256_xor_si256(c3[b], k1));  // hi0 ^ c3 ^ key1
       c1[b] = product1;  // lo1
       c3[b] = product0;  // lo0
     }
