@@ -2,10 +2,10 @@
 """CPU GEMM libraries side by side on the GEMMs of a training step.
 
 Builds tools/gemm_libraries.cpp once per library Debian ships (OpenBLAS and oneDNN come with
-scripts/setup.sh; `apt-get install libblis-openmp-dev libxsmm-dev` adds the other two) and times each on the linear layers of
-the seed workload and of examples/tiny_lm.sh, in the three products the CPU backend's linear op
-makes (forward inp W^T, dinp d W, dweight d^T inp), at each thread count and instruction set
-asked for. Each library is confined to an instruction set by its own environment variable:
+scripts/setup.sh; `apt-get install libblis-openmp-dev libxsmm-dev` adds the other two) and
+times each on the linear layers of the seed workload and of examples/tiny_lm.sh, in the three
+products the CPU backend's linear op makes (forward inp W^T, dinp d W, dweight d^T inp), at
+each thread count and instruction set asked for. Each library is confined to an instruction set by its own environment variable:
 
     OpenBLAS  OPENBLAS_CORETYPE=Haswell | SkylakeX
     BLIS      BLIS_ARCH_TYPE=3 (haswell) | 0 (skx)
