@@ -19,10 +19,12 @@ case "$what" in all | packages | build) ;; *) echo "usage: scripts/setup.sh [pac
 # BPE tokenizer of `tinytrain prepare`; fortunes: a small text corpus for the toy language
 # models (/usr/share/games/fortunes, docs/toy-lm.md); matplotlib: tools/plot_metrics.py.
 # oneDNN: the CPU backend's GEMMs (kernels/cpu/gemm.h, chosen in docs/benchmarks.md).
+# gcc-12-plugin-dev: the headers of the op-count plugin the emulated kernels are compiled with
+# (simt/op_count_plugin.cpp: the arithmetic of each kernel launch, for the cost model).
 packages=(cmake ninja-build g++ libopenblas-openmp-dev libdnnl-dev nlohmann-json3-dev libcli11-dev
           libgtest-dev googletest python3-torch clang libclang-rt-14-dev libomp-dev
           libopenmpi-dev openmpi-bin libsentencepiece-dev fortunes
-          python3-matplotlib ccache)
+          python3-matplotlib ccache gcc-12-plugin-dev)
 missing=()
 [ "$what" = build ] && packages=()
 for p in "${packages[@]}"; do

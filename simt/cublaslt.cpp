@@ -19,11 +19,15 @@
 #include <cstdlib>
 #include <cstring>
 #include <functional>
+#include <initializer_list>
+#include <utility>
 #include <string>
 #include <vector>
 
 #include "kernels/common/half.h"
 #include "simt/cublaslt_api.h"
+#include "simt/device_memory.h"
+#include "simt/launch_counters.h"
 
 namespace simt::cuda_api {
 
@@ -127,6 +131,25 @@ std::string check_gemm(const LtMatmulDesc& d, const LtMatrixLayout& a, const LtM
   return "";
 }
 
+// The bytes a matrix as stored (column-major, ld) spans, from its first element to its last.
+size_t span_bytes(const LtMatrixLayout& l) {
+  const size_t count = l.cols == 0 || l.rows == 0 ? 0 : static_cast<size_t>(l.ld) * (l.cols - 1) + l.rows;
+  return count * type_size(l.type);
+}
+
+// initcheck for a library's operands (simt/device_memory.h): the first of them with a byte no
+// one wrote since cudaMalloc, named, or "".
+std::string unwritten_operand(std::initializer_list<std::pair<const char*, std::pair<const void*, size_t>>> operands) {
+  for (const auto& [name, range] : operands) {
+    const int64_t at = detail::first_unwritten(range.first, range.second);
+    if (at >= 0)
+      return std::string("uninitialized device memory (initcheck): cublasLtMatmul reads ") + name + ", whose byte " +
+             std::to_string(at) + " (of " + std::to_string(range.second) +
+             ") was never written (nor copied or memset) since cudaMalloc";
+  }
+  return "";
+}
+
 // Element i of a buffer of `type`, widened to fp32 (exact for the 16-bit types).
 float load(const void* p, int type, size_t i) {
   return type == CUDA_R_32F    ? static_cast<const float*>(p)[i]
@@ -165,6 +188,8 @@ void store(void* p, int type, size_t i, float v) {
 // named `name`, when captured.
 cudaError_t enqueue_work(cudaStream_t stream, const void* library_kernel, const char* name,
                          std::function<cudaError_t()> work);
+// A fault of that work, reported at the host's next wait as a kernel's is.
+void library_fault(const std::string& fault);
 
 namespace {
 // What stands for cuBLASLt's GEMM kernel: its address is the kernel's (a captured matmul is a
@@ -365,6 +390,15 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
   const int bias_type = dd.bias_type < 0 ? ld.type : dd.bias_type;
   const cudaError_t e = enqueue_work(stream, &kEmulatedGemmKernel, kEmulatedGemmKernelName, [=]() {
     const bool tf32 = dd.compute == CUBLAS_COMPUTE_32F_FAST_TF32;
+    const size_t bias_bytes = (with_bias ? ld.rows : ld.cols) * type_size(bias_type);
+    const std::string unwritten = unwritten_operand({{"matrix A", {A, span_bytes(la)}},
+                                                     {"matrix B", {B, span_bytes(lb)}},
+                                                     {"matrix C", {beta_value != 0.0f ? C : nullptr, span_bytes(lc)}},
+                                                     {"the bias", {with_bias ? dd.bias : nullptr, bias_bytes}}});
+    if (!unwritten.empty()) {
+      library_fault(unwritten);
+      return cudaSuccess;
+    }
     const std::vector<float> fa = widen(A, la, tf32), fb = widen(B, lb, tf32);
     const int m = static_cast<int>(ld.rows), n = static_cast<int>(ld.cols);
     const int k = static_cast<int>(dd.transa == CUBLAS_OP_N ? la.cols : la.rows);
@@ -389,6 +423,11 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t handle, cublasLtMatmulDesc_t desc
                       dd.transb == CUBLAS_OP_N ? static_cast<size_t>(j) * lb.ld + p : static_cast<size_t>(p) * lb.ld + j);
         store(const_cast<void*>(dd.bias), bias_type, static_cast<size_t>(j), sum);
       }
+    detail::mark_written(D, span_bytes(ld));
+    if (with_bias_grad) detail::mark_written(dd.bias, bias_bytes);
+    const char* precision = tf32 ? "tf32" : la.type == CUDA_R_16BF ? "bf16" : la.type == CUDA_R_16F ? "fp16" : "fp32";
+    record_library_call(kEmulatedGemmKernelName, 2.0 * m * n * k,
+                        span_bytes(la) + span_bytes(lb) + span_bytes(ld) * (beta_value != 0.0f ? 2 : 1), precision);
     return cudaSuccess;
   });
   return e == cudaSuccess ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;

@@ -10,9 +10,11 @@
 #include <cstddef>
 #include <cstdint>
 #include <cstring>
+#include <string>
 #include <type_traits>
 
 #include "simt/cuda_api.h"
+#include "simt/memory_watch.h"
 
 // ---- qualifiers: host C++ needs none ----
 #define __global__
@@ -33,7 +35,7 @@ extern cuda_api::uint3 g_block_idx;
 extern cuda_api::dim3 g_block_dim;
 extern cuda_api::dim3 g_grid_dim;
 
-enum class WarpOp : uint8_t { ShflIdx, ShflUp, ShflDown, ShflXor, Ballot, Any, All, SyncWarp };
+enum class WarpOp : uint8_t { ShflIdx, ShflUp, ShflDown, ShflXor, Ballot, Any, All, SyncWarp, Collective };
 enum class BarrierOp : uint8_t { Sync, Count, And, Or };
 
 // Scheduling points (simt/scheduler.cpp). warp_op returns the lane's result bits (the value
@@ -42,6 +44,12 @@ enum class BarrierOp : uint8_t { Sync, Count, And, Or };
 uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int lane_arg, int width, const char* name,
                  const char* file, int line);
 int barrier(BarrierOp op, int predicate, const char* name, const char* file, int line);
+// A warp-wide instruction on every lane's own operands (the tensor-core instructions of
+// simt/tensor_core.h): when all 32 lanes of the warp have reached it at the same line, it is
+// evaluated once with each lane's `lane_data`, and returns "" or what the hardware would fault
+// on. One lane missing, or a lane at another line, is a fault (.sync.aligned instructions).
+using WarpCollective = std::string (*)(void* const lanes[32]);
+void warp_collective(WarpCollective evaluate, void* lane_data, const char* name, const char* file, int line);
 // This block's storage of one __shared__ declaration (key: its number in the file), and its
 // dynamic shared memory (extern __shared__).
 void* static_shared(size_t bytes, int key, const char* file, int line);
@@ -148,41 +156,58 @@ template <typename T>
 T __ldg(const T* ptr) {
   return *ptr;
 }
-inline void __threadfence() {}
+// A fence orders the thread's memory operations: the cross-block fence check of
+// simt/memory_watch.h needs to know where each one is. __threadfence_block orders within the
+// block, which the emulator's one-thread-at-a-time blocks never need.
+inline void __threadfence() { ::simt::detail::watch_fence(); }
 inline void __threadfence_block() {}
 [[noreturn]] inline void __trap(const char* file = __builtin_FILE(), int line = __builtin_LINE()) {
   ::simt::detail::device_fault("__trap()", file, line);
 }
 
-// Atomics: a block's threads never run at the same time and blocks run one after another, so
-// a plain read-modify-write is atomic here. Each returns the old value, as on the device.
+// Atomics: one kernel thread runs at a time, so a plain read-modify-write is atomic here. Each
+// returns the old value, as on the device. Its accesses are marked atomic for the checks
+// (simt/memory_watch.h): no race, no stale read, and the ticket of a release or an acquire.
+// (Calls, not inline stores of the flag: the compiler would drop a store no one reads before
+// the next, and move the atomic's own accesses past it.)
+namespace simt::detail {
+struct AtomicScope {
+  AtomicScope() { atomic_begins(); }
+  ~AtomicScope() { atomic_ends(); }
+};
+}  // namespace simt::detail
 template <typename T>
 T atomicAdd(T* address, T value) {
   static_assert(std::is_arithmetic<T>::value, "atomicAdd on int, unsigned, unsigned long long, float or double");
+  ::simt::detail::AtomicScope atomic;
   const T old = *address;
   *address = old + value;
   return old;
 }
 template <typename T>
 T atomicSub(T* address, T value) {
+  ::simt::detail::AtomicScope atomic;
   const T old = *address;
   *address = old - value;
   return old;
 }
 template <typename T>
 T atomicMax(T* address, T value) {
+  ::simt::detail::AtomicScope atomic;
   const T old = *address;
   *address = old < value ? value : old;
   return old;
 }
 template <typename T>
 T atomicMin(T* address, T value) {
+  ::simt::detail::AtomicScope atomic;
   const T old = *address;
   *address = value < old ? value : old;
   return old;
 }
 template <typename T>
 T atomicExch(T* address, T value) {
+  ::simt::detail::AtomicScope atomic;
   const T old = *address;
   *address = value;
   return old;
@@ -190,6 +215,7 @@ T atomicExch(T* address, T value) {
 template <typename T>
 T atomicCAS(T* address, T compare, T value) {
   static_assert(std::is_integral<T>::value, "atomicCAS on int, unsigned or unsigned long long");
+  ::simt::detail::AtomicScope atomic;
   const T old = *address;
   if (old == compare) *address = value;
   return old;

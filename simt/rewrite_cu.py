@@ -6,6 +6,7 @@ Two CUDA constructs are not C++ and are rewritten here; everything else is left 
   kernel<<<grid, block, shared, stream>>>(args);
       -> kernel | ::simt::launch_config("kernel", __FILE__, __LINE__, grid, block, shared, stream)(args);
   __shared__ T name[N][M];   ->  auto& name = ::simt::block_shared<T[N][M]>(KEY, __FILE__, __LINE__);
+      (an __align__(N) after __shared__ is dropped: the emulator aligns every array to 128 bytes)
   extern __shared__ T name[];  ->  T* name = ::simt::dynamic_shared<T>();
 
 KEY numbers the __shared__ declarations of the file, so each has its own storage per block.
@@ -20,7 +21,7 @@ rewriting (simt/mutants.txt); it fails if there is no such occurrence.
 import re
 import sys
 
-SHARED = re.compile(r"__shared__\s+(?P<type>[A-Za-z_][\w:]*(?:\s*<[^;{}]*?>)?)\s+(?P<name>[A-Za-z_]\w*)"
+SHARED = re.compile(r"__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?(?P<type>[A-Za-z_][\w:]*(?:\s*<[^;{}]*?>)?)\s+(?P<name>[A-Za-z_]\w*)"
                     r"(?P<dims>(?:\s*\[[^\]]+\])*)\s*;")
 EXTERN_SHARED = re.compile(r"extern\s+__shared__\s+(?:__align__\(\s*\d+\s*\)\s+)?(?P<type>[A-Za-z_][\w:]*)"
                            r"\s+(?:__align__\(\s*\d+\s*\)\s+)?(?P<name>[A-Za-z_]\w*)\s*\[\s*\]\s*;")

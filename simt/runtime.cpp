@@ -21,6 +21,7 @@
 #include <vector>
 
 #include "simt/cuda_api.h"
+#include "simt/device_memory.h"
 #include "simt/kernel_launch.h"
 #include "simt/scheduler.h"
 
@@ -70,9 +71,7 @@ cudaError_t g_last = cudaSuccess;    // the last error, cleared by cudaGetLastEr
 cudaError_t g_sticky = cudaSuccess;  // a kernel fault: returned by every call from then on
 cudaError_t g_pending = cudaSuccess; // a kernel fault the host has not waited for yet: sticky at the next wait
 std::string g_fault;                 // what the scheduler said about it
-std::map<const char*, size_t> g_device_allocations;  // start -> bytes
-std::map<const char*, size_t> g_host_allocations;    // pinned host memory
-size_t g_device_bytes = 0;
+std::map<const char*, size_t> g_host_allocations;    // pinned host memory (device memory: simt/device_memory.h)
 std::map<const void*, int> g_dynamic_shared_limit;  // kernel -> cudaFuncAttributeMaxDynamicSharedMemorySize
 std::vector<Stream*> g_capturing;                   // streams being captured
 std::map<const void*, const char*> g_kernel_names;  // kernel -> its name (cudaFuncGetName)
@@ -127,12 +126,14 @@ GraphNode node_of_type(cudaGraphNodeType type) {
 }
 
 // Is [p, p + bytes) inside one device allocation?
-bool is_device_range(const void* p, size_t bytes) {
-  const char* c = static_cast<const char*>(p);
-  auto it = g_device_allocations.upper_bound(c);
-  if (it == g_device_allocations.begin()) return false;
-  --it;
-  return c >= it->first && c + bytes <= it->first + it->second;
+bool is_device_range(const void* p, size_t bytes) { return detail::find_allocation(p, bytes) != nullptr; }
+
+// A fault of work on the device (a kernel, or an emulated library's check): reported when the
+// host next waits for the device (deliver_pending_fault), as a device fault is.
+void device_work_faulted(const std::string& fault) {
+  std::fprintf(stderr, "simt: %s\n", fault.c_str());
+  g_fault = fault;
+  g_pending = cudaErrorLaunchFailure;
 }
 
 // Device pointers must point into device allocations; host pointers are not checked (pageable
@@ -162,6 +163,9 @@ cudaError_t enqueue_work(cudaStream_t stream, const void* library_kernel, const 
   node.kernel.func = const_cast<void*>(library_kernel);
   return enqueue(stream, node, std::move(work));
 }
+
+// An emulated library's work found what the device would fault on (simt/cublaslt.cpp's initcheck).
+void library_fault(const std::string& fault) { device_work_faulted(fault); }
 
 // For tests only (tests/test_cuda_ops.cpp declares it): how many work items (kernel launches,
 // memsets, copies, library calls) have been enqueued on any stream since the process began,
@@ -199,10 +203,7 @@ void launch_kernel(const LaunchConfig& c, const void* kernel, std::function<void
   enqueue(c.stream, node, [grid, body = std::move(body)]() mutable {
     grid.body = &body;
     const std::string fault = run_grid(grid);
-    if (fault.empty()) return cudaSuccess;
-    std::fprintf(stderr, "simt: %s\n", fault.c_str());
-    g_fault = fault;
-    g_pending = cudaErrorLaunchFailure;  // reported when the host next waits (deliver_pending_fault)
+    if (!fault.empty()) device_work_faulted(fault);
     return cudaSuccess;
   });
 }
@@ -263,11 +264,12 @@ cudaError_t cudaDeviceSynchronize() {
 }
 
 cudaError_t cudaDeviceReset() {
-  for (auto& [ptr, bytes] : g_device_allocations) std::free(const_cast<char*>(ptr));
+  for (void* ptr : detail::all_allocations()) {
+    detail::unregister_allocation(ptr);
+    std::free(ptr);
+  }
   for (auto& [ptr, bytes] : g_host_allocations) std::free(const_cast<char*>(ptr));
-  g_device_allocations.clear();
   g_host_allocations.clear();
-  g_device_bytes = 0;
   for (Stream* s : g_capturing) {
     s->capturing = false;
     s->captured.clear();
@@ -282,7 +284,7 @@ cudaError_t cudaDeviceReset() {
 cudaError_t cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   if (g_sticky != cudaSuccess) return g_sticky;
   *total_bytes = kDeviceBytes;
-  *free_bytes = kDeviceBytes - std::min(g_device_bytes, kDeviceBytes);
+  *free_bytes = kDeviceBytes - std::min(detail::allocated_bytes(), kDeviceBytes);
   return cudaSuccess;
 }
 
@@ -350,13 +352,13 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
   *ptr = nullptr;
   if (g_sticky != cudaSuccess) return g_sticky;
   if (refused_during_capture()) return cudaErrorStreamCaptureUnsupported;
-  if (bytes > kDeviceBytes - std::min(g_device_bytes, kDeviceBytes)) return fail(cudaErrorMemoryAllocation);
+  if (bytes > kDeviceBytes - std::min(detail::allocated_bytes(), kDeviceBytes)) return fail(cudaErrorMemoryAllocation);
   // 256-byte aligned, as cudaMalloc guarantees; exactly `bytes` long, so AddressSanitizer
-  // reports the first byte past the end.
+  // reports the first byte past the end. Its bytes count as never written (initcheck) until a
+  // kernel, copy or memset writes them.
   void* p = nullptr;
   if (posix_memalign(&p, 256, std::max<size_t>(bytes, 1)) != 0) return fail(cudaErrorMemoryAllocation);
-  g_device_allocations[static_cast<const char*>(p)] = bytes;
-  g_device_bytes += bytes;
+  detail::register_allocation(p, bytes);
   *ptr = p;
   return cudaSuccess;
 }
@@ -365,10 +367,9 @@ cudaError_t cudaFree(void* ptr) {
   if (g_sticky != cudaSuccess) return g_sticky;
   if (!ptr) return cudaSuccess;
   if (refused_during_capture()) return cudaErrorStreamCaptureUnsupported;
-  auto it = g_device_allocations.find(static_cast<const char*>(ptr));
-  if (it == g_device_allocations.end()) return fail(cudaErrorInvalidDevicePointer);
-  g_device_bytes -= it->second;
-  g_device_allocations.erase(it);
+  const detail::DeviceAllocation* a = detail::find_allocation(ptr);
+  if (!a || a->begin != ptr) return fail(cudaErrorInvalidDevicePointer);
+  detail::unregister_allocation(ptr);
   std::free(ptr);
   return cudaSuccess;
 }
@@ -401,6 +402,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   if (!copy_is_valid(dst, src, bytes, kind)) return fail(cudaErrorInvalidValue);
   return enqueue(stream, node_of_type(cudaGraphNodeTypeMemcpy), [=]() {
     std::memmove(dst, src, bytes);
+    detail::mark_written(dst, bytes);  // a no-op for host memory
     return cudaSuccess;
   });
 }
@@ -418,6 +420,7 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
   if (!is_device_range(ptr, bytes)) return fail(cudaErrorInvalidValue);
   return enqueue(stream, node_of_type(cudaGraphNodeTypeMemset), [=]() {
     std::memset(ptr, value, bytes);
+    detail::mark_written(ptr, bytes);
     return cudaSuccess;
   });
 }

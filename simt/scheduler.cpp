@@ -1,5 +1,6 @@
 // The SIMT scheduler (simt/scheduler.h): blocks of fibers, barriers, warp operations, block-
-// shared memory, and the checks that turn undefined behaviour into a message.
+// shared memory, the interleaving of blocks, and the checks that turn undefined behaviour into
+// a message.
 #include "simt/scheduler.h"
 
 #include <algorithm>
@@ -15,6 +16,9 @@
 
 #include "simt/device.h"
 #include "simt/fiber.h"
+#include "simt/launch_counters.h"
+#include "simt/memory_watch.h"
+#include "simt/tensor_core.h"
 
 namespace simt {
 
@@ -29,6 +33,8 @@ dim3 g_grid_dim;
 }  // namespace detail
 
 using detail::BarrierOp;
+using detail::BlockWatch;
+using detail::SharedArray;
 using detail::WarpOp;
 
 namespace {
@@ -37,6 +43,10 @@ constexpr int kWarpSize = 32;
 constexpr size_t kStaticSharedLimit = 48 * 1024;  // static __shared__ per block, as on every GPU since Volta
 constexpr unsigned char kSharedFill = 0xff;       // new shared memory reads as NaN (float) or -1 (int)
 constexpr unsigned kNone = ~0u;
+// Blocks resident at once. Forward and reverse keep two and hand over at every barrier; random
+// keeps four and picks among them at every scheduling point: more orders of the blocks' work.
+constexpr size_t kResidentBlocks = 2;
+constexpr size_t kResidentBlocksRandom = 4;
 
 enum class Status : uint8_t { NotStarted, Ready, AtBarrier, AtWarpOp, Exited };
 
@@ -52,8 +62,9 @@ struct ThreadSlot {
   unsigned mask = 0;
   int lane_arg = 0;
   int width = kWarpSize;
-  uint64_t value = 0;
+  uint64_t value = 0;  // a collective's: the lane's data (a pointer)
   uint64_t result = 0;
+  detail::WarpCollective collective = nullptr;
   // a barrier's result (_count/_and/_or)
   int barrier_result = 0;
 };
@@ -64,18 +75,11 @@ struct WarpState {
   unsigned exited = 0;
 };
 
-struct SharedAllocation {
-  int key;
-  const char* file;
-  void* ptr;
-  size_t bytes;
-};
+struct GridRun;
 
-// One block being run.
+// One resident block.
 struct BlockRun {
-  const GridLaunch* launch = nullptr;
-  Order order = Order::Forward;
-  std::mt19937_64* rng = nullptr;
+  GridRun* grid = nullptr;
   unsigned n = 0;  // threads in the block
   std::vector<ThreadSlot> threads;
   std::vector<WarpState> warps;
@@ -91,10 +95,25 @@ struct BlockRun {
   int barrier_line = 0;
   BarrierOp barrier_op = BarrierOp::Sync;
   int barrier_count = 0;
-  std::vector<SharedAllocation> shared;
+  bool hand_over = false;   // a barrier opened: other blocks run first (forward, reverse)
   size_t shared_bytes = 0;  // static + dynamic in use
-  void* dynamic = nullptr;
+  size_t static_bytes = 0;
+  BlockWatch watch;         // indices, shared arrays and racecheck state
+};
+
+// One launch: its blocks in the schedule's order, a few of them resident.
+struct GridRun {
+  const GridLaunch* launch = nullptr;
+  Order order = Order::Forward;
+  std::mt19937_64* rng = nullptr;
+  std::vector<uint64_t> block_order;
+  size_t next_block = 0;  // the next of block_order to admit
+  size_t max_resident = kResidentBlocks;
+  std::vector<std::unique_ptr<BlockRun>> resident;
+  std::vector<std::unique_ptr<BlockRun>> spare;  // finished blocks, their vectors kept for the next
+  bool finished_block = false;                   // a resident block has just finished
   std::string fault;
+  uint3 fault_block{0, 0, 0};
 };
 
 // A fiber that runs kernel threads. When its thread exits and the next runnable thread has not
@@ -110,7 +129,8 @@ struct WorkerPool {
   Context scheduler;      // the OS thread's own stack, where run_grid waits
 };
 
-BlockRun* g_run = nullptr;
+GridRun* g_grid = nullptr;
+BlockRun* g_run = nullptr;  // the running thread's block
 WorkerPool g_pool;
 
 std::string site(const char* file, int line) {
@@ -124,18 +144,17 @@ std::string hex(unsigned v) {
   return text;
 }
 
-std::string thread_name(const BlockRun& run, unsigned t) {
-  const dim3 b = run.launch->block;
-  const unsigned x = t % b.x, y = (t / b.x) % b.y, z = t / (b.x * b.y);
-  std::string s = "thread (" + std::to_string(x) + "," + std::to_string(y) + "," + std::to_string(z) + ")";
-  return s;
-}
+std::string thread_name(const BlockRun& run, unsigned t) { return detail::thread_name(run.watch, t); }
 
-// Makes thread t the running one: its indices and the scheduler's notion of "current".
+// Makes thread t of `run` the running one: its indices and the scheduler's notion of "current".
 void activate(BlockRun& run, unsigned t) {
+  g_run = &run;
   run.current = t;
-  const dim3 b = run.launch->block;
+  const dim3 b = run.watch.dims;
   detail::g_thread_idx = uint3{t % b.x, (t / b.x) % b.y, t / (b.x * b.y)};
+  detail::g_block_idx = run.watch.index;
+  detail::g_block = &run.watch;
+  detail::g_thread = t;
 }
 
 // Makes threads runnable. The block's threads start, and leave a barrier, in the schedule's
@@ -148,23 +167,127 @@ enum class Release { Block, Warp };
 template <typename Fn>
 void make_runnable(BlockRun& run, unsigned first, unsigned count, Release release, Fn&& included) {
   std::vector<unsigned>& batch = run.batch;
+  std::mt19937_64& rng = *run.grid->rng;
+  const Order order = run.grid->order;
   batch.clear();
   for (unsigned t = first; t < first + count; ++t)
     if (included(t)) {
       run.threads[t].status = Status::Ready;
       batch.push_back(t);
     }
-  if (run.order == Order::Reverse) std::reverse(batch.begin(), batch.end());
-  if (run.order == Order::Random) std::shuffle(batch.begin(), batch.end(), *run.rng);
-  const bool front = release == Release::Warp && (run.order != Order::Random || (*run.rng)() % 2 == 0);
+  if (order == Order::Reverse) std::reverse(batch.begin(), batch.end());
+  if (order == Order::Random) std::shuffle(batch.begin(), batch.end(), rng);
+  const bool front = release == Release::Warp && (order != Order::Random || rng() % 2 == 0);
   if (front)
     run.runnable.insert(run.runnable.begin(), batch.begin(), batch.end());
   else
     run.runnable.insert(run.runnable.end(), batch.begin(), batch.end());
 }
 
+// ---- blocks coming and going ----
+
+// Shared memory of a block: 128-byte aligned, as a GPU's shared arrays start on a bank-0
+// boundary (which banks an access hits, and so its bank conflicts, depend on the address modulo
+// 128), and exactly as large as declared, so AddressSanitizer sees an overrun.
+char* allocate_shared(size_t bytes) {
+  void* p = nullptr;
+  if (posix_memalign(&p, 128, std::max<size_t>(bytes, 1)) != 0) std::abort();
+  std::memset(p, kSharedFill, bytes);
+  return static_cast<char*>(p);
+}
+
+
+// Makes the next block of the schedule resident: its threads runnable, its shared memory ready.
+void admit_block(GridRun& grid) {
+  const GridLaunch& launch = *grid.launch;
+  const dim3 g = launch.grid, b = launch.block;
+  std::unique_ptr<BlockRun> run;
+  if (!grid.spare.empty()) {
+    run = std::move(grid.spare.back());
+    grid.spare.pop_back();
+  } else {
+    run = std::make_unique<BlockRun>();
+  }
+  const uint64_t index = grid.block_order[grid.next_block++];
+  run->grid = &grid;
+  run->n = b.x * b.y * b.z;
+  run->threads.assign(run->n, ThreadSlot{});
+  run->warps.assign((run->n + kWarpSize - 1) / kWarpSize, WarpState{});
+  run->runnable.clear();
+  run->exited = run->at_barrier = 0;
+  run->hand_over = false;
+  run->shared_bytes = launch.dynamic_shared_bytes;
+  run->static_bytes = 0;
+  BlockWatch& w = run->watch;
+  w.index = uint3{static_cast<unsigned>(index % g.x), static_cast<unsigned>((index / g.x) % g.y),
+                  static_cast<unsigned>(index / (uint64_t{g.x} * g.y))};
+  w.dims = b;
+  w.linear = index;
+  w.arrays.clear();
+  detail::watch_block_begin(w);
+  if (launch.dynamic_shared_bytes > 0) {
+    SharedArray a;
+    a.begin = allocate_shared(launch.dynamic_shared_bytes);
+    a.bytes = launch.dynamic_shared_bytes;
+    w.arrays.push_back(a);
+  }
+  make_runnable(*run, 0, run->n, Release::Block, [](unsigned) { return true; });
+  grid.resident.push_back(std::move(run));
+}
+
+void release_shared(BlockRun& run) {
+  for (const SharedArray& a : run.watch.arrays) std::free(a.begin);
+  run.watch.arrays.clear();
+}
+
+// Retires the blocks whose threads have all exited and admits blocks in their place.
+void retire_finished_blocks(GridRun& grid) {
+  grid.finished_block = false;
+  for (size_t i = 0; i < grid.resident.size();) {
+    BlockRun& run = *grid.resident[i];
+    if (run.exited != run.n) {
+      ++i;
+      continue;
+    }
+    if (detail::g_counters) detail::counting_block_end(run.watch, run.shared_bytes);
+    detail::watch_block_end(run.watch);
+    detail::cp_async_block_end(run.watch);
+    release_shared(run);
+    if (&run == g_run) g_run = nullptr;  // its object may come back as a new block: not "the running one"
+    grid.spare.push_back(std::move(grid.resident[i]));
+    grid.resident.erase(grid.resident.begin() + static_cast<std::ptrdiff_t>(i));
+  }
+  while (grid.resident.size() < grid.max_resident && grid.next_block < grid.block_order.size()) admit_block(grid);
+}
+
+// The next thread to run: of the running block while it has one (forward and reverse, until a
+// barrier hands over), else of the next resident block in turn; in random order, of a resident
+// block drawn at random. Null when no resident block has a runnable thread.
+BlockRun* next_block_to_run(GridRun& grid) {
+  if (grid.finished_block) retire_finished_blocks(grid);
+  std::vector<std::unique_ptr<BlockRun>>& blocks = grid.resident;
+  if (grid.order == Order::Random) {
+    size_t candidates = 0;
+    for (const auto& b : blocks) candidates += !b->runnable.empty();
+    if (candidates == 0) return nullptr;
+    size_t pick = (*grid.rng)() % candidates;
+    for (const auto& b : blocks)
+      if (!b->runnable.empty() && pick-- == 0) return b.get();
+  }
+  const auto here = std::find_if(blocks.begin(), blocks.end(), [](const auto& b) { return b.get() == g_run; });
+  if (here != blocks.end() && !(*here)->runnable.empty() && !(*here)->hand_over) return here->get();
+  const size_t start = here == blocks.end() ? 0 : static_cast<size_t>(here - blocks.begin()) + 1;
+  for (size_t i = 0; i < blocks.size(); ++i) {
+    BlockRun* b = blocks[(start + i) % blocks.size()].get();
+    if (!b->runnable.empty()) {
+      b->hand_over = false;
+      return b;
+    }
+  }
+  return nullptr;
+}
+
 unsigned take_runnable(BlockRun& run) {
-  if (run.runnable.empty()) return kNone;
   const unsigned t = run.runnable.front();
   run.runnable.pop_front();
   return t;
@@ -173,33 +296,33 @@ unsigned take_runnable(BlockRun& run) {
 int idle_worker();
 
 // Called on a fiber whose thread cannot go on (it waits, or it exited: `free`): continues with
-// the next runnable thread. Returns when this fiber has a thread to run again: at once when the
-// next thread is its own or (when free) one not started yet, else when another fiber switches
-// back to it. With nothing runnable it switches to the scheduler, which finds the block done
-// or deadlocked.
+// the next runnable thread of any resident block. Returns when this fiber has a thread to run
+// again: at once when the next thread is its own or (when free) one not started yet, else when
+// another fiber switches back to it. With nothing runnable it switches to the scheduler, which
+// finds the launch done or deadlocked.
 void dispatch(Worker& self, bool free) {
-  BlockRun& run = *g_run;
-  const unsigned next = take_runnable(run);
-  if (next == kNone) {
+  BlockRun* run = next_block_to_run(*g_grid);
+  if (!run) {
     if (free) g_pool.idle.push_back(self.index);
     switch_context(self.fiber->context(), g_pool.scheduler);
     return;
   }
-  ThreadSlot& slot = run.threads[next];
+  const unsigned next = take_runnable(*run);
+  ThreadSlot& slot = run->threads[next];
   if (slot.worker < 0) {  // not started
     if (free) {
       slot.worker = self.index;
-      activate(run, next);
+      activate(*run, next);
       return;
     }
     slot.worker = idle_worker();
   } else if (slot.worker == self.index) {
-    activate(run, next);
+    activate(*run, next);
     return;
   } else if (free) {
     g_pool.idle.push_back(self.index);
   }
-  activate(run, next);
+  activate(*run, next);
   switch_context(self.fiber->context(), g_pool.workers[slot.worker]->fiber->context());
 }
 
@@ -215,10 +338,10 @@ void worker_main(void* arg) {
   auto* self = static_cast<Worker*>(arg);
   for (;;) {
     try {
-      (*g_run->launch->body)();
+      (*g_grid->launch->body)();
       thread_exited();
     } catch (const ThreadAborted&) {
-      switch_context(self->fiber->context(), g_pool.scheduler);  // the block is abandoned
+      switch_context(self->fiber->context(), g_pool.scheduler);  // the launch is abandoned
       std::abort();                                               // and this fiber reset
     }
     dispatch(*self, /*free=*/true);
@@ -244,11 +367,17 @@ Worker& current_worker() { return *g_pool.workers[g_run->threads[g_run->current]
 // The running thread waits (at a barrier or warp operation): run others until it may go on.
 void wait_here() { dispatch(current_worker(), /*free=*/false); }
 
+void record_fault(const std::string& what) {
+  GridRun& grid = *g_grid;
+  if (!grid.fault.empty()) return;
+  grid.fault = what;
+  grid.fault_block = g_run->watch.index;
+}
+
 // Records the first fault and stops the running thread (its worker returns to the scheduler,
-// which abandons the block). Called on the thread's own fiber.
+// which abandons the launch). Called on the thread's own fiber.
 [[noreturn]] void fail(const std::string& what) {
-  BlockRun& run = *g_run;
-  if (run.fault.empty()) run.fault = what;
+  record_fault(what);
   throw ThreadAborted{};
 }
 
@@ -291,8 +420,9 @@ std::string thread_states(const BlockRun& run) {
 void thread_exited() {
   BlockRun& run = *g_run;
   const unsigned t = run.current;
+  detail::cp_async_thread_exit(run.watch, t);
   run.threads[t].status = Status::Exited;
-  ++run.exited;
+  if (++run.exited == run.n) g_grid->finished_block = true;
   if (run.at_barrier > 0)
     fail("divergent barrier: " + thread_name(run, t) + " exited while " + std::to_string(run.at_barrier) +
          " threads wait at " + run.barrier_name + " " + site(run.barrier_file, run.barrier_line) +
@@ -312,10 +442,21 @@ void thread_exited() {
 
 void evaluate_warp_op(BlockRun& run, unsigned base, unsigned mask) {
   const ThreadSlot& first = run.threads[base + static_cast<unsigned>(__builtin_ctz(mask))];
+  if (first.op == WarpOp::Collective) {
+    void* lanes[kWarpSize];
+    for (unsigned l = 0; l < kWarpSize; ++l) lanes[l] = reinterpret_cast<void*>(run.threads[base + l].value);
+    const std::string fault = first.collective(lanes);
+    if (!fault.empty()) fail(std::string(first.name) + " at " + site(first.file, first.line) + ": " + fault);
+  } else if (first.op == WarpOp::SyncWarp) {
+    detail::watch_syncwarp(run.watch, base / kWarpSize, mask);
+    if (detail::g_counters) ++detail::g_counters->syncwarps;
+  } else if (detail::g_counters) {
+    ++detail::g_counters->shuffles;
+  }
   uint64_t votes = 0;
   for (unsigned l = 0; l < kWarpSize; ++l)
     if ((mask >> l) & 1u && run.threads[base + l].value) votes |= uint64_t{1} << l;
-  for (unsigned l = 0; l < kWarpSize; ++l) {
+  for (unsigned l = 0; l < kWarpSize && first.op != WarpOp::Collective; ++l) {
     if (!((mask >> l) & 1u)) continue;
     ThreadSlot& s = run.threads[base + l];
     const unsigned w = static_cast<unsigned>(s.width);
@@ -344,39 +485,15 @@ void evaluate_warp_op(BlockRun& run, unsigned base, unsigned mask) {
       case WarpOp::Any: s.result = votes != 0; break;
       case WarpOp::All: s.result = votes == mask; break;
       case WarpOp::SyncWarp: s.result = 0; break;
+      case WarpOp::Collective: break;
     }
   }
   run.warps[base / kWarpSize].waiting &= ~mask;
   make_runnable(run, base, kWarpSize, Release::Warp, [mask, base](unsigned t) { return (mask >> (t - base)) & 1u; });
 }
 
-// Runs one block to completion or to its first fault.
-void run_block(BlockRun& run) {
-  make_runnable(run, 0, run.n, Release::Block, [](unsigned) { return true; });
-  const unsigned first = take_runnable(run);
-  run.threads[first].worker = idle_worker();
-  activate(run, first);
-  switch_context(g_pool.scheduler, g_pool.workers[run.threads[first].worker]->fiber->context());
-  // Back here: every thread exited, or none can run, or one faulted.
-  if (run.fault.empty() && run.exited != run.n)
-    run.fault = "deadlock: no thread can run; each thread's state:" + thread_states(run);
-}
-
-std::string block_name(uint3 b) {
-  return "block (" + std::to_string(b.x) + "," + std::to_string(b.y) + "," + std::to_string(b.z) + ")";
-}
-
-Schedule g_schedule = schedule_from_environment();
-uint64_t g_launches = 0;
-
-}  // namespace
-
-// ---- device-side entry points (simt/device.h) ----
-
-namespace detail {
-
-uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int lane_arg, int width, const char* name,
-                 const char* file, int line) {
+uint64_t arrive_at_warp_op(WarpOp op, unsigned mask, uint64_t value, int lane_arg, int width,
+                           detail::WarpCollective collective, const char* name, const char* file, int line) {
   BlockRun& run = *g_run;
   const unsigned t = run.current;
   ThreadSlot& me = run.threads[t];
@@ -385,6 +502,10 @@ uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int lane_arg, int wid
   const unsigned present = std::min<unsigned>(kWarpSize, run.n - base);
   const unsigned present_mask = present == 32 ? 0xffffffffu : (1u << present) - 1u;
   auto where = [&] { return std::string(name) + " at " + site(file, line) + ": "; };
+  if (op == WarpOp::Collective && present != kWarpSize)
+    fail(where() + "a .sync.aligned instruction needs every lane of the warp, and warp " +
+         std::to_string(base / kWarpSize) + " of this " + std::to_string(run.n) + "-thread block has " +
+         std::to_string(present) + " lanes");
   if (!((mask >> lane) & 1u))
     fail(where() + "lane " + std::to_string(lane) + " (" + thread_name(run, t) + ") calls it with the mask " +
          hex(mask) + ", which leaves the lane itself out");
@@ -414,6 +535,7 @@ uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int lane_arg, int wid
   me.value = value;
   me.lane_arg = lane_arg;
   me.width = width;
+  me.collective = collective;
   me.name = name;
   me.file = file;
   me.line = line;
@@ -422,6 +544,25 @@ uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int lane_arg, int wid
   if ((warp.waiting & mask) == mask) evaluate_warp_op(run, base, mask);
   wait_here();
   return me.result;
+}
+
+Schedule g_schedule = schedule_from_environment();
+uint64_t g_launches = 0;
+
+}  // namespace
+
+// ---- device-side entry points (simt/device.h, simt/memory_watch.h) ----
+
+namespace detail {
+
+uint64_t warp_op(WarpOp op, unsigned mask, uint64_t value, int lane_arg, int width, const char* name,
+                 const char* file, int line) {
+  return arrive_at_warp_op(op, mask, value, lane_arg, width, nullptr, name, file, line);
+}
+
+void warp_collective(WarpCollective evaluate, void* lane_data, const char* name, const char* file, int line) {
+  arrive_at_warp_op(WarpOp::Collective, 0xffffffffu, reinterpret_cast<uint64_t>(lane_data), 0, kWarpSize, evaluate,
+                    name, file, line);
 }
 
 int barrier(BarrierOp op, int predicate, const char* name, const char* file, int line) {
@@ -460,6 +601,9 @@ int barrier(BarrierOp op, int predicate, const char* name, const char* file, int
                                               : 0;
     for (ThreadSlot& s : run.threads) s.barrier_result = result;
     run.at_barrier = 0;
+    watch_barrier_opened(run.watch);
+    if (g_counters) ++g_counters->barriers;
+    run.hand_over = run.grid->order != Order::Random;
     make_runnable(run, 0, run.n, Release::Block, [](unsigned) { return true; });
   }
   wait_here();
@@ -468,29 +612,43 @@ int barrier(BarrierOp op, int predicate, const char* name, const char* file, int
 
 void* static_shared(size_t bytes, int key, const char* file, int line) {
   BlockRun& run = *g_run;
-  for (const SharedAllocation& a : run.shared)
-    if (a.key == key && (a.file == file || std::strcmp(a.file, file) == 0)) return a.ptr;
-  size_t static_bytes = bytes;
-  for (const SharedAllocation& a : run.shared) static_bytes += a.bytes;
-  if (static_bytes > kStaticSharedLimit)
-    fail("__shared__ at " + site(file, line) + ": " + std::to_string(static_bytes) +
+  for (const SharedArray& a : run.watch.arrays)
+    if (a.key == key && (a.file == file || std::strcmp(a.file, file) == 0)) return a.begin;
+  if (run.static_bytes + bytes > kStaticSharedLimit)
+    fail("__shared__ at " + site(file, line) + ": " + std::to_string(run.static_bytes + bytes) +
          " bytes of static shared memory per block, more than the 48 KiB a block may declare");
-  if (run.shared_bytes + bytes > run.launch->shared_limit_bytes)
+  if (run.shared_bytes + bytes > run.grid->launch->shared_limit_bytes)
     fail("__shared__ at " + site(file, line) + ": " + std::to_string(run.shared_bytes + bytes) +
          " bytes of shared memory per block (static and dynamic), more than the " +
-         std::to_string(run.launch->shared_limit_bytes) + " this kernel may use");
-  // Its own allocation, exactly as large as declared, so AddressSanitizer sees an overrun.
-  void* ptr = std::malloc(std::max<size_t>(bytes, 1));
-  std::memset(ptr, kSharedFill, bytes);
-  run.shared.push_back({key, file, ptr, bytes});
+         std::to_string(run.grid->launch->shared_limit_bytes) + " this kernel may use");
+  SharedArray a;
+  a.begin = allocate_shared(bytes);
+  a.bytes = bytes;
+  a.key = key;
+  a.file = file;
+  a.line = line;
+  run.watch.arrays.push_back(a);
+  run.static_bytes += bytes;
   run.shared_bytes += bytes;
-  return ptr;
+  return a.begin;
 }
 
-void* dynamic_shared() { return g_run->dynamic; }
+void* dynamic_shared() {
+  for (const SharedArray& a : g_run->watch.arrays)
+    if (a.key < 0) return a.begin;
+  return nullptr;
+}
 
 void device_fault(const char* what, const char* file, int line) {
   fail(std::string(what) + " at " + site(file, line) + " in " + thread_name(*g_run, g_run->current));
+}
+
+void fault_in_thread(const std::string& message) {
+  record_fault(message);
+  // Straight to the scheduler: an instrumented access cannot unwind the kernel's frames (the
+  // compiler treats its hook as one that never throws). The fiber is reset with the others.
+  switch_context(current_worker().fiber->context(), g_pool.scheduler);
+  std::abort();
 }
 
 }  // namespace detail
@@ -532,59 +690,80 @@ std::string schedule_name(const Schedule& s) {
 
 // ---- the grid ----
 
+namespace {
+
+// Every unfinished resident block's threads, for a deadlock's message.
+std::string deadlock_message(const GridRun& grid) {
+  std::string out = "deadlock: no thread can run; each thread's state:";
+  const bool several = grid.resident.size() > 1;
+  for (const auto& b : grid.resident) {
+    if (b->exited == b->n) continue;
+    if (several) out += "\n  " + detail::block_name(b->watch.index) + ":";
+    out += thread_states(*b);
+  }
+  return out;
+}
+
+}  // namespace
+
 std::string run_grid(const GridLaunch& launch) {
-  const dim3 g = launch.grid, b = launch.block;
+  const dim3 g = launch.grid;
   const uint64_t blocks = uint64_t{g.x} * g.y * g.z;
-  const unsigned n = b.x * b.y * b.z;
   std::mt19937_64 rng(g_schedule.seed * 0x9E3779B97F4A7C15ull + g_launches++);
 
-  BlockRun run;
-  run.launch = &launch;
-  run.order = g_schedule.order;
-  run.rng = &rng;
-  run.n = n;
-  run.threads.resize(n);
-  run.warps.resize((n + kWarpSize - 1) / kWarpSize);
-  g_run = &run;
-  detail::g_block_dim = b;
-  detail::g_grid_dim = g;
+  GridRun grid;
+  grid.launch = &launch;
+  grid.order = g_schedule.order;
+  grid.rng = &rng;
+  grid.max_resident = grid.order == Order::Random ? kResidentBlocksRandom : kResidentBlocks;
   // Block order: the whole grid in the schedule's order (a random permutation, when random).
-  std::vector<uint64_t> block_order(blocks);
-  std::iota(block_order.begin(), block_order.end(), uint64_t{0});
-  if (run.order == Order::Reverse) std::reverse(block_order.begin(), block_order.end());
-  if (run.order == Order::Random) std::shuffle(block_order.begin(), block_order.end(), rng);
+  grid.block_order.resize(blocks);
+  std::iota(grid.block_order.begin(), grid.block_order.end(), uint64_t{0});
+  if (grid.order == Order::Reverse) std::reverse(grid.block_order.begin(), grid.block_order.end());
+  if (grid.order == Order::Random) std::shuffle(grid.block_order.begin(), grid.block_order.end(), rng);
+  g_grid = &grid;
+  g_run = nullptr;
+  detail::g_block_dim = launch.block;
+  detail::g_grid_dim = g;
+  detail::watch_launch_begin(blocks);
+  if (counting()) detail::counting_launch_begin(launch.kernel, launch.file, launch.line, g, launch.block);
 
+  retire_finished_blocks(grid);  // admits the first blocks
+  for (;;) {
+    BlockRun* run = next_block_to_run(grid);
+    if (!run) break;  // every block done, or none can go on
+    const unsigned first = take_runnable(*run);
+    run->threads[first].worker = idle_worker();
+    activate(*run, first);
+    switch_context(g_pool.scheduler, g_pool.workers[run->threads[first].worker]->fiber->context());
+    // Back here: nothing can run, or a thread faulted.
+    if (!grid.fault.empty()) break;
+  }
+  if (grid.fault.empty() && !grid.resident.empty()) {  // blocks remain, none can go on
+    grid.fault = deadlock_message(grid);
+    grid.fault_block = grid.resident.front()->watch.index;
+  }
+  detail::g_block = nullptr;
+  detail::g_thread = 0;
   std::string fault;
-  for (uint64_t index : block_order) {
-    const uint3 block_idx{static_cast<unsigned>(index % g.x), static_cast<unsigned>((index / g.x) % g.y),
-                          static_cast<unsigned>(index / (uint64_t{g.x} * g.y))};
-    detail::g_block_idx = block_idx;
-    std::fill(run.threads.begin(), run.threads.end(), ThreadSlot{});
-    std::fill(run.warps.begin(), run.warps.end(), WarpState{});
-    run.runnable.clear();
-    run.exited = run.at_barrier = 0;
-    run.shared_bytes = launch.dynamic_shared_bytes;
-    run.dynamic = nullptr;
-    if (launch.dynamic_shared_bytes > 0) {
-      run.dynamic = std::malloc(launch.dynamic_shared_bytes);
-      std::memset(run.dynamic, kSharedFill, launch.dynamic_shared_bytes);
+  if (!grid.fault.empty()) {
+    fault = std::string(launch.kernel) + " launched at " + site(launch.file, launch.line) + ", " +
+            detail::block_name(grid.fault_block) + ": " + grid.fault;
+    // The blocks' fibers stopped mid-thread: start them afresh for the next launch.
+    for (auto& b : grid.resident) {
+      detail::watch_block_end(b->watch);
+      detail::cp_async_block_end(b->watch);
+      release_shared(*b);
     }
-    run_block(run);
-    for (const SharedAllocation& a : run.shared) std::free(a.ptr);
-    run.shared.clear();
-    std::free(run.dynamic);
-    if (!run.fault.empty()) {
-      fault = std::string(launch.kernel) + " launched at " + site(launch.file, launch.line) + ", " +
-              block_name(block_idx) + ": " + run.fault;
-      // The block's fibers stopped mid-thread: start them afresh for the next launch.
-      g_pool.idle.clear();
-      for (auto& w : g_pool.workers) {
-        w->fiber->reset();
-        g_pool.idle.push_back(w->index);
-      }
-      break;
+    g_pool.idle.clear();
+    for (auto& w : g_pool.workers) {
+      w->fiber->reset();
+      g_pool.idle.push_back(w->index);
     }
   }
+  detail::watch_launch_end();
+  if (detail::g_counters) detail::counting_launch_end();
+  g_grid = nullptr;
   g_run = nullptr;
   return fault;
 }
