@@ -7,7 +7,7 @@ namespace tt {
 // Which kernel runs the GEMMs of the linear ops (--gemm).
 enum class GemmKernel {
   CublasLt,  // cuBLASLt; tinytrain's tiled GEMM only where cuBLASLt has no algorithm
-  Tiled,     // tinytrain's tiled GEMM (kernels/cuda/tiled_gemm.cu) for every GEMM
+  Tiled,     // tinytrain's tiled GEMM (kernels/cuda/gemm/gemm_tiled.cu) for every GEMM
 };
 
 // Which kernel runs the attention core (--attention; docs/attention.md has the ladder).

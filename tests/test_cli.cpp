@@ -805,7 +805,7 @@ TEST(CliTrainGood, DebugSyncOnTheEmulatorKeepsEveryLoss) {
   }
 }
 
-// --gemm tiled: every GEMM on tinytrain's own kernel (kernels/cuda/tiled_gemm.cu), on the
+// --gemm tiled: every GEMM on tinytrain's own kernel (kernels/cuda/gemm/gemm_tiled.cu), on the
 // emulator CUDA code; the log follows the CPU's as above, and nothing goes to stderr (no
 // cuBLASLt plan, so no fallback line). A name it does not know is refused in one line.
 TEST(CliTrainGood, GemmTiledOnTheEmulatorLogsTheCpusLosses) {

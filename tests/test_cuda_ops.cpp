@@ -1097,7 +1097,7 @@ TEST_P(CudaOps, MatchesCpuBackend) {
 INSTANTIATE_TEST_SUITE_P(AllOps, CudaOps, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
 
-// The linear cases with every GEMM on tinytrain's tiled kernel (--gemm tiled, tiled_gemm.cu):
+// The linear cases with every GEMM on tinytrain's tiled kernel (--gemm tiled, gemm/gemm_tiled.cu):
 // on the emulator this is CUDA code, so these compare GEMM arithmetic with the CPU's OpenBLAS,
 // where the emulated cuBLASLt is OpenBLAS itself. fp32, bf16 and fp16; bias always fused.
 class CudaOpsTiledGemm : public CudaTest, public ::testing::WithParamInterface<CaseSpec> {

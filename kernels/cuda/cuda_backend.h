@@ -112,7 +112,7 @@ class CudaBackend final : public Backend {
   // (cuBLASLt's BGRADB epilogue). Returns false, having enqueued nothing, when cuBLASLt cannot
   // fuse this bias or bias gradient (always for a bias gradient with --gemm tiled): the caller
   // makes it another way. With --gemm tiled (CudaOptions::gemm), and for a GEMM cuBLASLt has no
-  // algorithm for (said once on stderr), tiled_gemm.cu runs it instead.
+  // algorithm for (said once on stderr), gemm/gemm_tiled.cu runs it instead.
   bool matmul(int m, int n, int k, bool transa, bool transb, const void* A, const void* B, DType ab_type, void* D,
               DType d_type, const void* bias, float beta, float* bias_grad = nullptr);
   // Activation::Swiglu, with the FFN's dropout (swiglu.cu): the activation ops call these

@@ -20,7 +20,7 @@ struct KernelKind {
   int GraphNodeCount::*counter;
 };
 constexpr KernelKind kOurKernels[] = {
-    {"tiled_gemm_kernel", &GraphNodeCount::gemm},  // tiled_gemm.cu
+    {"tiled_gemm_kernel", &GraphNodeCount::gemm},  // gemm/gemm_tiled.cu
     // flash_attention.cu, naive_attention.cu, attention_decode.cu
     {"flash_attention_forward_kernel", &GraphNodeCount::attention},
     {"flash_attention_backward_dq_kernel", &GraphNodeCount::attention},

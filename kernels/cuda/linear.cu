@@ -1,7 +1,7 @@
 // Linear layer y = x W^T + b with PyTorch's weight layout (out_features, in_features),
 // forward and backward (CUDA): the three GEMMs through cuBLASLt (the bias fused into the forward
 // GEMM's epilogue, the bias gradient into the dW GEMM's) or, with `--gemm tiled` and for a GEMM
-// cuBLASLt has no algorithm for, our own tiled GEMM (tiled_gemm.cu); where the bias gradient
+// cuBLASLt has no algorithm for, our own tiled GEMM (gemm/gemm_tiled.cu); where the bias gradient
 // cannot come from the GEMM, our own deterministic column-sum kernel makes it in one launch.
 // Activations and working weights in fp32, bf16 or fp16 storage, parameter gradients in fp32
 // (see "Data types" below).
@@ -72,7 +72,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/grid_size.h"
 #include "kernels/cuda/storage.cuh"
-#include "kernels/cuda/tiled_gemm.h"
+#include "kernels/cuda/gemm/gemm.h"
 
 namespace tt {
 
@@ -82,7 +82,7 @@ struct CudaBackend::GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // C and D share one layout
   cublasLtMatmulAlgo_t algo{};
-  bool tiled = false;  // cuBLASLt has no algorithm for this GEMM: tiled_gemm runs it
+  bool tiled = false;  // cuBLASLt has no algorithm for this GEMM: gemm_tiled runs it
 
   GemmPlan() = default;
   GemmPlan(const GemmPlan&) = delete;

@@ -1,4 +1,4 @@
-// tinytrain's own GEMM (tiled_gemm.cu): the same product as the CUDA backend's cuBLASLt
+// tinytrain's own GEMM (gemm_tiled.cu): the same product as the CUDA backend's cuBLASLt
 // matmuls, for when cuBLASLt has no algorithm for a GEMM (odd leading dimensions, operands
 // aligned to 2, 4 or 8 bytes) and for every GEMM with `--gemm tiled` (docs/kernels.md).
 #pragma once

@@ -33,7 +33,7 @@
 #include "kernels/cuda/cuda_check.h"
 #include "kernels/cuda/grid_size.h"
 #include "kernels/cuda/storage.cuh"
-#include "kernels/cuda/tiled_gemm.h"
+#include "kernels/cuda/gemm/gemm.h"
 
 namespace tt {
 
@@ -49,7 +49,7 @@ static_assert(kTileN / kThreadsSide == kPerThread, "square micro tiles");
 static_assert((kTileM * kTileK) % kGemmThreads == 0 && (kTileK * kTileN) % kGemmThreads == 0, "whole loads");
 
 // A (m,k) or, with transa, (k,m); B (k,n) or, with transb, (n,k); D, bias (m) or null -> D (m,n)
-// column-major, as in tiled_gemm.h. Grid (ceil(m/64), ceil(n/64)), 256 threads.
+// column-major, as in gemm.h. Grid (ceil(m/64), ceil(n/64)), 256 threads.
 template <typename AB, typename Out>
 __global__ void tiled_gemm_kernel(Out* d, const AB* a, const AB* b, const Out* bias, int m, int n, int k, bool transa,
                                   bool transb, float beta) {
