@@ -11,12 +11,14 @@
 #include <cstddef>
 #include <cstdint>
 
+#include "simt/launch_counters.h"
 #include "simt/memory_watch.h"
 
 namespace {
 
 inline void access(const void* addr, size_t bytes, simt::detail::AccessKind kind, const void* pc) {
-  if (simt::detail::g_block) simt::detail::watch_access(addr, bytes, kind, pc);
+  using namespace simt::detail;
+  if (g_block && (g_checks || g_counters)) watch_access(addr, bytes, kind, pc);
 }
 
 }  // namespace

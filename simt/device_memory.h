@@ -47,6 +47,9 @@ DeviceAllocation* find_allocation(const void* p, size_t bytes = 1);
 // first byte of [p, p + bytes) never written, or -1 when all were (or p is not device memory).
 void mark_written(const void* p, size_t bytes);
 int64_t first_unwritten(const void* p, size_t bytes);
+// The same within an allocation already found (the watch's every access).
+void mark_written(DeviceAllocation& a, const void* p, size_t bytes);
+int64_t first_unwritten(const DeviceAllocation& a, const void* p, size_t bytes);
 
 // The fence check's word of an address (made, from the chunk pool, on a launch's first write
 // to its chunk) and its release at the launch's end.

@@ -3,8 +3,10 @@
 // both (simt/launch_counters.h).
 #include "simt/memory_watch.h"
 
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <array>
 #include <memory>
 #include <string>
 #include <unordered_map>
@@ -19,6 +21,8 @@ namespace simt::detail {
 extern cuda_api::dim3 g_grid_dim;  // the launch's gridDim (simt/device.h)
 
 BlockWatch* g_block = nullptr;
+const char* g_stack_bottom = nullptr;
+size_t g_stack_bytes = 0;
 unsigned g_thread = 0;
 bool g_in_atomic = false;
 
@@ -29,13 +33,29 @@ constexpr uint16_t kManyReaders = 0xfffe;
 constexpr uint16_t kManyWarps = 0xffff;
 constexpr unsigned kWarp = 32;
 
-// TINYTRAIN_SIMT_CHECKS=0 turns racecheck, initcheck and the fence check off (a long run that
-// only wants counts); anything else, or nothing, leaves them on.
-bool checks_from_environment() {
+// TINYTRAIN_SIMT_CHECKS: unset or "all", every check; "memory", the device-memory checks
+// (initcheck, the fence check) without racecheck, for long end-to-end runs whose kernels the
+// kernel suites race-check; "0", none (a run that only wants counts).
+struct CheckChoice {
+  bool race, memory;
+};
+CheckChoice checks_from_environment() {
   const char* v = std::getenv("TINYTRAIN_SIMT_CHECKS");
-  return !(v && std::strcmp(v, "0") == 0);
+  if (!v || !*v || std::strcmp(v, "all") == 0) return {true, true};
+  if (std::strcmp(v, "memory") == 0) return {false, true};
+  if (std::strcmp(v, "0") == 0) return {false, false};
+  std::fprintf(stderr, "simt: TINYTRAIN_SIMT_CHECKS=%s is not all, memory or 0; every check is on\n", v);
+  return {true, true};
 }
-bool g_checks = checks_from_environment();
+const CheckChoice g_choice = checks_from_environment();
+bool g_racecheck = g_choice.race;
+bool g_memcheck = g_choice.memory;
+
+}  // namespace
+
+bool g_checks = g_racecheck || g_memcheck;
+
+namespace {
 
 uint32_t g_next_serial = 1;  // block runs, for racecheck cells
 uint32_t g_launch = 0;       // launches, for the fence check's words
@@ -54,14 +74,15 @@ std::unordered_map<uint64_t, std::vector<Event>> g_events;  // block -> its even
 std::vector<std::unique_ptr<RaceCell[]>> g_cells_made;
 std::unordered_multimap<size_t, RaceCell*> g_free_cells;  // by length
 
-RaceCell* take_cells(size_t bytes) {
-  auto found = g_free_cells.find(bytes);
+// Cells for an array of `words` 4-byte words, from the free list when one that long is there.
+RaceCell* take_cells(size_t words) {
+  auto found = g_free_cells.find(words);
   if (found != g_free_cells.end()) {
     RaceCell* cells = found->second;
     g_free_cells.erase(found);
     return cells;
   }
-  g_cells_made.push_back(std::make_unique<RaceCell[]>(bytes));
+  g_cells_made.push_back(std::make_unique<RaceCell[]>(words));
   return g_cells_made.back().get();
 }
 
@@ -84,61 +105,106 @@ std::string shared_place(const SharedArray& a, size_t offset) {
   return where + "the __shared__ array declared at " + (base ? base + 1 : a.file) + ":" + std::to_string(a.line);
 }
 
-[[noreturn]] void report_race(const BlockWatch& b, const SharedArray& a, size_t offset, const char* hazard,
-                              unsigned thread, const char* doing, uint16_t site, unsigned other,
+// One access of the running thread to the bytes a cell covers: the hazards it makes with the
+// cell's history, then the history updated. `offset`: the first byte, for the report.
+struct Access {
+  const BlockWatch& b;
+  const SharedArray& a;
+  unsigned thread;
+  uint32_t sync;
+  uint16_t site;
+  AccessKind kind;
+};
+
+[[noreturn]] void report_race(const Access& x, size_t offset, const char* hazard, unsigned other,
                               const char* other_did, uint16_t other_site) {
-  fault_in_thread(std::string("shared-memory race (racecheck, ") + hazard + "): " + thread_name(b, thread) + " " +
-                  doing + " " + shared_place(a, offset) + " at " + site_line(site) + ", which " +
-                  (other == kManyReaders ? std::string("other threads") : thread_name(b, other)) + " " + other_did +
+  const bool read = x.kind == AccessKind::Read;
+  fault_in_thread(std::string("shared-memory race (racecheck, ") + hazard + "): " + thread_name(x.b, x.thread) + " " +
+                  (read ? "reads " : "writes ") + shared_place(x.a, offset) + " at " + site_line(x.site) + ", which " +
+                  (other == kManyReaders ? std::string("other threads") : thread_name(x.b, other)) + " " + other_did +
                   " at " + site_line(other_site) +
                   " with no __syncthreads between them (nor a __syncwarp of both, in one warp)");
 }
 
+void visit(RaceCell& c, const Access& x, size_t offset) {
+  const BlockWatch& b = x.b;
+  const unsigned u = x.thread;
+  const bool written_now = c.writer != kNobody && c.write_epoch == b.epoch;
+  if (x.kind == AccessKind::Read) {
+    if (written_now && !ordered(b, c.writer, c.write_sync, u))
+      report_race(x, offset, "read after write", c.writer, "wrote", c.write_site);
+    if (c.reader == kNobody || c.read_epoch != b.epoch || c.reader == u) {
+      c.reader = static_cast<uint16_t>(u);
+      c.read_warp = static_cast<uint16_t>(u / kWarp);
+    } else {
+      c.reader = kManyReaders;
+      if (c.read_warp != u / kWarp) c.read_warp = kManyWarps;
+    }
+    c.read_epoch = b.epoch;
+    c.read_sync = x.sync;
+    c.read_site = x.site;
+    return;
+  }
+  if (written_now && !ordered(b, c.writer, c.write_sync, u))
+    report_race(x, offset, "write after write", c.writer, "wrote", c.write_site);
+  if (c.reader != kNobody && c.read_epoch == b.epoch) {
+    bool after_reads;
+    if (c.reader == kManyReaders)  // ordered only by a whole-warp __syncwarp since, all in u's warp
+      after_reads =
+          c.read_warp == u / kWarp && !b.syncs.empty() && b.syncs[u / kWarp].whole_warp[u % kWarp] > c.read_sync;
+    else
+      after_reads = ordered(b, c.reader, c.read_sync, u);
+    if (!after_reads) report_race(x, offset, "write after read", c.reader, "read", c.read_site);
+  }
+  c.writer = static_cast<uint16_t>(u);
+  c.write_epoch = b.epoch;
+  c.write_sync = x.sync;
+  c.write_site = x.site;
+  c.reader = kNobody;
+}
+
+// Has another thread than `u` touched the cell in the current barrier interval?
+bool others_now(const RaceCell& c, const BlockWatch& b, unsigned u) {
+  return (c.writer != kNobody && c.write_epoch == b.epoch && c.writer != u) ||
+         (c.reader != kNobody && c.read_epoch == b.epoch && c.reader != u);
+}
+
+// A cell holds the history of a whole 4-byte word while every thread touching it in a barrier
+// interval touches the same bytes of it (floats, ints: nearly always). When two threads touch
+// different bytes of one word (bf16 neighbours), the word is split into four byte cells, each
+// starting from the word's history, kept beside the block (BlockWatch::split_words).
 void check_shared(BlockWatch& b, SharedArray& a, const char* addr, size_t bytes, AccessKind kind, const void* pc) {
-  if (!a.cells) a.cells = take_cells(a.bytes);
-  const unsigned u = g_thread;
-  const uint32_t sync = sync_count(b, u);
-  const uint16_t site = site_of(pc);
-  const size_t first = static_cast<size_t>(addr - a.begin);
-  for (size_t i = first; i < first + bytes; ++i) {
-    RaceCell& c = a.cells[i];
+  if (!a.cells) a.cells = take_cells((a.bytes + 3) / 4);
+  const Access x{b, a, g_thread, sync_count(b, g_thread), site_of(pc), kind};
+  const size_t first = static_cast<size_t>(addr - a.begin), end = first + bytes;
+  for (size_t w = first / 4; w * 4 < end; ++w) {
+    const size_t lo = std::max(first, w * 4), hi = std::min(end, w * 4 + 4);
+    const uint8_t mask = static_cast<uint8_t>(((1u << (hi - w * 4)) - 1u) & ~((1u << (lo - w * 4)) - 1u));
+    RaceCell& c = a.cells[w];
     if (c.serial != b.serial) {
       c = RaceCell{};
       c.serial = b.serial;
       c.writer = c.reader = kNobody;
     }
-    const bool written_now = c.writer != kNobody && c.write_epoch == b.epoch;
-    if (kind == AccessKind::Read) {
-      if (written_now && !ordered(b, c.writer, c.write_sync, u))
-        report_race(b, a, i, "read after write", u, "reads", site, c.writer, "wrote", c.write_site);
-      if (c.reader == kNobody || c.read_epoch != b.epoch || c.reader == u) {
-        c.reader = static_cast<uint16_t>(u);
-        c.read_warp = static_cast<uint16_t>(u / kWarp);
-      } else {
-        c.reader = kManyReaders;
-        if (c.read_warp != u / kWarp) c.read_warp = kManyWarps;
+    if (!c.split) {
+      const bool active = (c.writer != kNobody && c.write_epoch == b.epoch) || (c.reader != kNobody && c.read_epoch == b.epoch);
+      if (!active) c.bytes = mask;
+      if (c.bytes == mask || !others_now(c, b, x.thread)) {
+        c.bytes |= mask;
+        visit(c, x, lo);
+        continue;
       }
-      c.read_epoch = b.epoch;
-      c.read_sync = sync;
-      c.read_site = site;
-      continue;
+      // Each byte starts from the word's history if this interval's accesses touched it, else
+      // fresh (what came before the interval's barrier cannot race with what comes after).
+      std::array<RaceCell, 4>& split = b.split_words[&c];
+      for (int i = 0; i < 4; ++i) {
+        split[i] = c;
+        if (!((c.bytes >> i) & 1u)) split[i].writer = split[i].reader = kNobody;
+      }
+      c.split = true;
     }
-    if (written_now && !ordered(b, c.writer, c.write_sync, u))
-      report_race(b, a, i, "write after write", u, "writes", site, c.writer, "wrote", c.write_site);
-    if (c.reader != kNobody && c.read_epoch == b.epoch) {
-      bool after_reads;
-      if (c.reader == kManyReaders)  // ordered only by a whole-warp __syncwarp since, all in u's warp
-        after_reads = c.read_warp == u / kWarp && !b.syncs.empty() &&
-                      b.syncs[u / kWarp].whole_warp[u % kWarp] > c.read_sync;
-      else
-        after_reads = ordered(b, c.reader, c.read_sync, u);
-      if (!after_reads) report_race(b, a, i, "write after read", u, "writes", site, c.reader, "read", c.read_site);
-    }
-    c.writer = static_cast<uint16_t>(u);
-    c.write_epoch = b.epoch;
-    c.write_sync = sync;
-    c.write_site = site;
-    c.reader = kNobody;
+    std::array<RaceCell, 4>& split = b.split_words[&c];
+    for (size_t i = lo; i < hi; ++i) visit(split[i - w * 4], x, i);
   }
 }
 
@@ -177,13 +243,13 @@ void check_device(BlockWatch& b, DeviceAllocation& a, const char* addr, size_t b
                   const void* pc) {
   const unsigned u = g_thread;
   if (kind == AccessKind::Read) {
-    const int64_t unwritten = first_unwritten(addr, bytes);
+    const int64_t unwritten = first_unwritten(a, addr, bytes);
     if (unwritten >= 0)
       fault_in_thread("uninitialized device memory (initcheck): " + thread_name(b, u) + " reads " +
                       device_place(a, addr, bytes) + " at " + site_line(site_of(pc)) + ", and its byte " +
                       std::to_string(unwritten) + " was never written (nor copied or memset) since cudaMalloc");
   } else {
-    mark_written(addr, bytes);
+    mark_written(a, addr, bytes);
   }
   if (g_in_atomic) {  // atomics act at the coherence point: they read fresh values; a ticket
     if (kind == AccessKind::Read) g_events[b.linear].push_back({++g_clock, b.epoch, static_cast<uint16_t>(u), false});
@@ -260,17 +326,17 @@ const SharedArray* shared_array_of(const void* addr, size_t bytes) {
 
 void watch_access(const void* addr, size_t bytes, AccessKind kind, const void* pc) {
   BlockWatch* b = g_block;
-  if (!b || (!g_checks && !g_counters)) return;
   const char* c = static_cast<const char*>(addr);
+  if (static_cast<size_t>(c - g_stack_bottom) < g_stack_bytes) return;  // the thread's own locals
   for (SharedArray& a : b->arrays) {
     if (c < a.begin || static_cast<size_t>(c - a.begin) >= a.bytes) continue;
-    if (g_checks && !g_in_atomic) check_shared(*b, a, c, std::min(bytes, a.bytes - static_cast<size_t>(c - a.begin)), kind, pc);
+    if (g_racecheck && !g_in_atomic) check_shared(*b, a, c, std::min(bytes, a.bytes - static_cast<size_t>(c - a.begin)), kind, pc);
     if (g_counters) count_access(*b, g_thread, addr, bytes, kind, /*shared=*/true, pc);
     return;
   }
   DeviceAllocation* a = find_allocation(addr, bytes);
   if (!a) return;  // the thread's own stack, the kernel's arguments, host memory
-  if (g_checks) check_device(*b, *a, c, bytes, kind, pc);
+  if (g_memcheck) check_device(*b, *a, c, bytes, kind, pc);
   if (g_counters) {
     if (g_in_atomic) {
       if (kind == AccessKind::Read) ++g_counters->global_atomics;
@@ -298,9 +364,10 @@ void watch_block_begin(BlockWatch& block) {
 void watch_block_end(BlockWatch& block) {
   for (SharedArray& a : block.arrays)
     if (a.cells) {
-      g_free_cells.emplace(a.bytes, a.cells);
+      g_free_cells.emplace((a.bytes + 3) / 4, a.cells);
       a.cells = nullptr;
     }
+  block.split_words.clear();
 }
 
 void watch_barrier_opened(BlockWatch& block) { ++block.epoch; }
@@ -322,13 +389,13 @@ void watch_syncwarp(BlockWatch& block, unsigned warp, unsigned mask) {
 
 void watch_fence() {
   if (g_counters) ++g_counters->fences;
-  if (!g_block || !g_checks) return;
+  if (!g_block || !g_memcheck) return;
   g_events[g_block->linear].push_back({++g_clock, g_block->epoch, static_cast<uint16_t>(g_thread), true});
 }
 
 }  // namespace simt::detail
 
 namespace simt {
-void set_checks(bool on) { detail::g_checks = on; }
+void set_checks(bool on) { detail::g_checks = detail::g_racecheck = detail::g_memcheck = on; }
 bool checks_on() { return detail::g_checks; }
 }  // namespace simt

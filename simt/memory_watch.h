@@ -17,16 +17,19 @@
 // threads and the source lines. The scheduler (simt/scheduler.cpp) keeps g_block and g_thread
 // current and tells this file about barriers, __syncwarp and fences.
 #pragma once
+#include <array>
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include "simt/cuda_api.h"
 
 namespace simt {
-// racecheck, initcheck and the fence check, on unless TINYTRAIN_SIMT_CHECKS=0 (a long run that
-// only wants counts); a test that shows what a race does without them turns them off.
+// racecheck, initcheck and the fence check: all on unless TINYTRAIN_SIMT_CHECKS says "memory"
+// (no racecheck) or "0" (none: a run that only wants counts); a test that shows what a race
+// does without them turns them all off or on.
 void set_checks(bool on);
 bool checks_on();
 }  // namespace simt
@@ -35,7 +38,8 @@ namespace simt::detail {
 
 enum class AccessKind : uint8_t { Read, Write };
 
-// The racecheck state of one byte of shared memory: its last write, and its reads since then.
+// The racecheck state of one 4-byte word of shared memory (or of one byte of a split word):
+// its last write, and its reads since then.
 struct RaceCell {
   uint32_t serial = 0;       // the block run the rest belongs to (0: none yet)
   uint32_t write_epoch = 0;  // barriers the block had passed at the write
@@ -47,6 +51,8 @@ struct RaceCell {
   uint16_t read_warp = 0;    // with kManyReaders: their warp, or kManyWarps
   uint16_t write_site = 0;   // source sites (simt/symbolize.h's table)
   uint16_t read_site = 0;
+  uint8_t bytes = 0;         // which bytes of the word this barrier interval's accesses touched
+  bool split = false;        // threads touched different bytes: BlockWatch::split_words holds them
 };
 
 // One __shared__ array of a block (or its dynamic shared memory), with its racecheck cells.
@@ -56,7 +62,7 @@ struct SharedArray {
   int key = -1;               // its __shared__ declaration's number in the file; -1: the dynamic area
   const char* file = nullptr; // where it is declared
   int line = 0;
-  RaceCell* cells = nullptr;  // one per byte
+  RaceCell* cells = nullptr;  // one per 4-byte word
 };
 
 // The __syncwarp history of a warp, which orders its lanes' shared accesses for racecheck.
@@ -76,12 +82,17 @@ struct BlockWatch {
   unsigned lanes_in_warp(unsigned warp) const;  // 32, or fewer for a partial last warp
   std::vector<SharedArray> arrays;
   std::vector<WarpSyncs> syncs;          // per warp, made at the block's first __syncwarp
+  std::unordered_map<const RaceCell*, std::array<RaceCell, 4>> split_words;  // byte cells of split words
   std::vector<uint32_t> access_seq;      // per thread: its accesses so far (counting mode)
-  std::vector<uint32_t> cp_async_fill;   // scratch of simt/tensor_core.cpp (not checks)
 };
 
 // The running kernel thread (null and 0 outside kernels), kept by the scheduler.
 extern BlockWatch* g_block;
+extern bool g_checks;  // any check on (set_checks)
+// The running thread's fiber stack: its locals that did not stay in registers are watched
+// accesses too, and the first thing a watched access asks is whether it is one of those.
+extern const char* g_stack_bottom;
+extern size_t g_stack_bytes;
 extern unsigned g_thread;
 // Set while an atomic operation runs (simt/device.h): its accesses are neither races nor stale
 // reads (atomics act at the device's coherence point), and it is the ticket of a release/acquire.
@@ -93,7 +104,8 @@ void atomic_ends();
 // CMakeLists.txt, simt_watch_accesses). Without it the checks and the memory counts are off.
 bool memory_watch_available();
 
-// Every instrumented load and store while a kernel thread runs. `pc`: the instruction (for the
+// Every instrumented load and store while a kernel thread runs, checks or counting on
+// (simt/access_hooks.cpp asks first). `pc`: the instruction (for the
 // source line of a report and the grouping of a warp's accesses into one instruction).
 void watch_access(const void* addr, size_t bytes, AccessKind kind, const void* pc);
 

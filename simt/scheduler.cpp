@@ -155,6 +155,9 @@ void activate(BlockRun& run, unsigned t) {
   detail::g_block_idx = run.watch.index;
   detail::g_block = &run.watch;
   detail::g_thread = t;
+  const Context& stack = g_pool.workers[run.threads[t].worker]->fiber->context();
+  detail::g_stack_bottom = static_cast<const char*>(stack.stack_bottom);
+  detail::g_stack_bytes = stack.stack_size;
 }
 
 // Makes threads runnable. The block's threads start, and leave a barrier, in the schedule's

@@ -64,15 +64,10 @@ std::string lookup(const void* pc) {
 
 }  // namespace
 
-uint16_t site_of(const void* pc) {
-  // Every access asks: a direct-mapped cache in front of the table keeps that cheap.
-  struct Cached {
-    const void* pc = nullptr;
-    uint16_t site = 0;
-  };
-  static Cached cache[1024];
-  Cached& slot = cache[(reinterpret_cast<uintptr_t>(pc) >> 1) % 1024];
-  if (slot.pc == pc && pc) return slot.site;
+SiteCacheEntry g_site_cache[kSiteCacheSize];
+
+uint16_t site_of_uncached(const void* pc) {
+  SiteCacheEntry& slot = g_site_cache[(reinterpret_cast<uintptr_t>(pc) >> 1) % kSiteCacheSize];
   auto found = g_site_numbers.find(pc);
   if (found != g_site_numbers.end()) {
     slot = {pc, found->second};
@@ -82,6 +77,7 @@ uint16_t site_of(const void* pc) {
   const uint16_t number = static_cast<uint16_t>(g_sites.size());
   g_sites.push_back(pc);
   g_site_numbers.emplace(pc, number);
+  slot = {pc, number};
   return number;
 }
 

@@ -241,6 +241,7 @@ void cp_async_wait_group(int n) {
 namespace detail {
 
 void cp_async_thread_exit(BlockWatch& block, unsigned thread) {
+  if (g_queues.empty()) return;  // every exit asks; most kernels have no copies in flight
   auto found = g_queues.find(queue_key(block, thread));
   if (found == g_queues.end()) return;
   for (const auto& group : found->second.groups)
@@ -250,6 +251,7 @@ void cp_async_thread_exit(BlockWatch& block, unsigned thread) {
 }
 
 void cp_async_block_end(BlockWatch& block) {
+  if (g_queues.empty()) return;
   for (auto it = g_queues.begin(); it != g_queues.end();) {
     if (it->first >> 32 == block.serial)
       it = g_queues.erase(it);

@@ -20,19 +20,24 @@ static_assert(kNormBlocks == kThreadsPerBlock, "the last block loads one partial
 
 // The "last block finishes" pattern, called by every thread of a block once the block's
 // results are stored: true, in every thread, for the one block that counts in last, which
-// then sees the stores of all the others. Thread 0 fences (this block's stores are visible
-// device-wide before its ticket is), takes a ticket from `counter` (an integer atomic: the
-// sums themselves stay in a fixed order) and, in the last block, resets the counter to 0, so
-// the next launch (a replayed CUDA graph) starts from zero again. The barrier shares the
-// answer with the block; the caller's own barrier must precede the call when other threads
-// than thread 0 stored results.
+// then sees the stores of all the others. Thread 0 fences (release: this block's stores are
+// visible device-wide before its ticket is), takes a ticket from `counter` (an integer atomic:
+// the sums themselves stay in a fixed order) and, in the last block, fences again (acquire: its
+// reads of the others' results come after the ticket that saw them all counted in, not before,
+// from a stale cached copy) and resets the counter to 0, so the next launch (a replayed CUDA
+// graph) starts from zero again. The barrier shares the answer with the block; the caller's own
+// barrier must precede the call when other threads than thread 0 stored results. (Without the
+// acquire fence the emulator's fence check stops grad_check_kernel: docs/emulation.md.)
 __device__ bool last_block_to_finish(unsigned int* counter) {
   __shared__ bool is_last;
   if (threadIdx.x == 0) {
     __threadfence();
     const unsigned int ticket = atomicAdd(counter, 1u);
     is_last = ticket == gridDim.x - 1;
-    if (is_last) *counter = 0u;
+    if (is_last) {
+      __threadfence();
+      *counter = 0u;
+    }
   }
   __syncthreads();
   return is_last;
