@@ -30,7 +30,12 @@ class ProfileCommand final : public Command {
                    "write a Chrome trace of the counted steps to FILE.json (ui.perfetto.dev, chrome://tracing)");
     cmd.add_option("--estimate", estimate_,
                    "model the step on this GPU (h200): each op's FLOPs, bytes and CUDA graph nodes against the "
-                   "datasheet's peaks and a node latency; a model, not a measurement (needs --backend cuda or cuda-emu)");
+                   "datasheet's peaks and a node latency, and on cuda-emu each kernel from the emulator's counts of it; "
+                   "a model, not a measurement (needs --backend cuda or cuda-emu)");
+    cmd.add_option("--sample-blocks", sample_blocks_,
+                   "with --backend cuda-emu --estimate: run at most N blocks of each kernel launch and scale the counts "
+                   "(a step too long to emulate whole; its results are wrong, its estimate is not)")
+        ->check(CLI::PositiveNumber);
   }
 
   int run() override {
@@ -47,6 +52,7 @@ class ProfileCommand final : public Command {
     profile.backend = flags_.backend;
     profile.tf32 = gpu_.gpu.tf32;
     profile.estimate_device = estimate_;
+    profile.sample_blocks = sample_blocks_;
     check_profile_options(profile);
     auto backend = select_backend(flags_.backend, gpu_.options(), std::cout);
     gpu_.note_attention(*backend, std::cout);
@@ -60,6 +66,7 @@ class ProfileCommand final : public Command {
   GpuFlags gpu_;
   std::string trace_path_;
   std::string estimate_;
+  uint64_t sample_blocks_ = 0;
 };
 
 }  // namespace

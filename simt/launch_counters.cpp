@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <initializer_list>
 #include <cstring>
 #include <string>
 #include <unordered_map>
@@ -49,6 +50,15 @@ void LaunchCounters::add(const LaunchCounters& o) {
   shared_bytes_per_block = std::max(shared_bytes_per_block, o.shared_bytes_per_block);
 }
 
+void LaunchCounters::scale(double f) {
+  for (uint64_t* c : {&global_load_bytes, &global_store_bytes, &global_load_requests, &global_store_requests,
+                      &global_load_sectors, &global_store_sectors, &global_atomics, &shared_load_bytes,
+                      &shared_store_bytes, &shared_load_requests, &shared_store_requests, &shared_load_wavefronts,
+                      &shared_store_wavefronts, &fp32_ops, &fp64_ops, &special_ops, &statements, &mma_bf16, &mma_fp16,
+                      &mma_tf32, &ldmatrix, &cp_async_bytes, &shuffles, &syncwarps, &barriers, &fences})
+    *c = static_cast<uint64_t>(static_cast<double>(*c) * f + 0.5);
+}
+
 namespace {
 
 constexpr unsigned kWarp = 32;
@@ -56,6 +66,7 @@ constexpr unsigned kBanks = 32;     // 4-byte banks of shared memory
 constexpr uint64_t kSectorBytes = 32;
 
 bool g_counting = false;
+uint64_t g_sample_blocks = 0;
 std::vector<LaunchRecord> g_records;
 LaunchRecord g_current;
 OpCounts g_ops_at_launch;
@@ -145,6 +156,8 @@ void measure(Group& g, LaunchCounters& c) {
 
 void set_counting(bool on) { g_counting = on; }
 bool counting() { return g_counting; }
+void set_block_sampling(uint64_t max_blocks) { g_sample_blocks = max_blocks; }
+uint64_t block_sampling() { return g_sample_blocks; }
 
 std::vector<LaunchRecord> take_launch_records() {
   std::vector<LaunchRecord> out;
@@ -180,7 +193,7 @@ void counting_launch_begin(const char* kernel, const char* file, int line, cuda_
   g_ops_at_launch = read_op_counts();
 }
 
-void counting_launch_end() {
+void counting_launch_end(uint64_t blocks_run) {
   const OpCounts now = read_op_counts();
   LaunchCounters& c = g_current.counters;
   c.fp32_ops = now.fp32 - g_ops_at_launch.fp32;
@@ -190,6 +203,8 @@ void counting_launch_end() {
   for (auto& [serial, groups] : g_groups)  // blocks a fault abandoned
     for (auto& [key, group] : groups) measure(group, c);
   g_groups.clear();
+  g_current.blocks_run = blocks_run;
+  if (blocks_run > 0 && blocks_run < c.blocks) c.scale(static_cast<double>(c.blocks) / static_cast<double>(blocks_run));
   g_counters = nullptr;
   g_records.push_back(std::move(g_current));
 }

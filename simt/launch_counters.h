@@ -46,6 +46,7 @@ struct LaunchCounters {
   size_t shared_bytes_per_block = 0;    // static + dynamic, the most any block used
 
   void add(const LaunchCounters& other);  // sums, and the largest shape
+  void scale(double factor);               // the work counts (not the shape) times `factor`
   uint64_t mma_flops() const { return 4096 * (mma_bf16 + mma_fp16) + 2048 * mma_tf32; }
 };
 
@@ -55,6 +56,7 @@ struct LaunchRecord {
   std::string site;    // the launch's file:line
   cuda_api::dim3 grid, block;
   LaunchCounters counters;
+  uint64_t blocks_run = 0;  // blocks the emulator ran: all, or a sample (set_block_sampling)
   // An emulated library call (cuBLASLt): no kernel code ran, so the record holds the work as
   // its API describes it: FLOPs, and the bytes of its operands read and written once.
   bool library = false;
@@ -68,14 +70,21 @@ void set_counting(bool on);
 bool counting();
 // The records since the last call, oldest first; the list is emptied.
 std::vector<LaunchRecord> take_launch_records();
-// A library call's record (simt/cublaslt.cpp), in counting mode only.
+// Block sampling, for estimates of runs too long to emulate whole (profile --sample-blocks):
+// each launch runs at most `max_blocks` of its blocks, evenly spaced over the grid, and its counts
+// are scaled by blocks / blocks run. Nothing a sampled launch computes is right. 0: off.
+void set_block_sampling(uint64_t max_blocks);
+uint64_t block_sampling();
+
+// A library call's record (simt/cublaslt.cpp; the runtime's memsets and device-to-device copies,
+// with no FLOPs), in counting mode only.
 void record_library_call(const char* name, double flops, uint64_t bytes, const std::string& precision);
 
 namespace detail {
 // The running launch's counters in counting mode, else null: events count with one test.
 extern LaunchCounters* g_counters;
 void counting_launch_begin(const char* kernel, const char* file, int line, cuda_api::dim3 grid, cuda_api::dim3 block);
-void counting_launch_end();
+void counting_launch_end(uint64_t blocks_run);
 // One thread's access, grouped with its warp's accesses of the same instruction.
 void count_access(BlockWatch& block, unsigned thread, const void* addr, size_t bytes, AccessKind kind, bool shared,
                   const void* pc);

@@ -23,6 +23,7 @@
 #include "simt/cuda_api.h"
 #include "simt/device_memory.h"
 #include "simt/kernel_launch.h"
+#include "simt/launch_counters.h"
 #include "simt/scheduler.h"
 
 namespace simt::cuda_api {
@@ -403,6 +404,7 @@ cudaError_t cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpy
   return enqueue(stream, node_of_type(cudaGraphNodeTypeMemcpy), [=]() {
     std::memmove(dst, src, bytes);
     detail::mark_written(dst, bytes);  // a no-op for host memory
+    if (kind == cudaMemcpyDeviceToDevice) record_library_call("cudaMemcpyAsync (device to device)", 0, 2 * bytes, "fp32");
     return cudaSuccess;
   });
 }
@@ -421,6 +423,7 @@ cudaError_t cudaMemsetAsync(void* ptr, int value, size_t bytes, cudaStream_t str
   return enqueue(stream, node_of_type(cudaGraphNodeTypeMemset), [=]() {
     std::memset(ptr, value, bytes);
     detail::mark_written(ptr, bytes);
+    record_library_call("cudaMemsetAsync", 0, bytes, "fp32");
     return cudaSuccess;
   });
 }

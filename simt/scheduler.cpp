@@ -722,6 +722,18 @@ std::string run_grid(const GridLaunch& launch) {
   // Block order: the whole grid in the schedule's order (a random permutation, when random).
   grid.block_order.resize(blocks);
   std::iota(grid.block_order.begin(), grid.block_order.end(), uint64_t{0});
+  if (const uint64_t sample = block_sampling(); sample > 0 && blocks > sample) {
+    // A sample (simt/launch_counters.h): one block from each of `sample` equal stretches of the
+    // grid, at a place within it that varies from stretch to stretch, so the sample does not
+    // alias with the grid's own period (a causal attention's blocks repeat every head, heavy
+    // and light: a fixed stride could pick only light ones).
+    for (uint64_t i = 0; i < sample; ++i) {
+      const uint64_t begin = i * blocks / sample, end = (i + 1) * blocks / sample;
+      const uint64_t mixed = (i + 1) * 0x9E3779B97F4A7C15ull;
+      grid.block_order[i] = begin + (mixed >> 17) % (end - begin);
+    }
+    grid.block_order.resize(sample);
+  }
   if (grid.order == Order::Reverse) std::reverse(grid.block_order.begin(), grid.block_order.end());
   if (grid.order == Order::Random) std::shuffle(grid.block_order.begin(), grid.block_order.end(), rng);
   g_grid = &grid;
@@ -765,7 +777,7 @@ std::string run_grid(const GridLaunch& launch) {
     }
   }
   detail::watch_launch_end();
-  if (detail::g_counters) detail::counting_launch_end();
+  if (detail::g_counters) detail::counting_launch_end(grid.block_order.size());
   g_grid = nullptr;
   g_run = nullptr;
   return fault;

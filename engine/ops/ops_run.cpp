@@ -11,7 +11,10 @@
 #include "engine/backend_select.h"
 #include "engine/config.h"
 #include "engine/ops/op_harness.h"
+#include "engine/profile/device_model.h"
+#include "engine/profile/kernel_model.h"
 #include "engine/profile/profile_report.h"
+#include "engine/profile/step_estimate.h"
 #include "kernels/cpu/cpu_backend.h"
 
 namespace tt {
@@ -101,12 +104,50 @@ constexpr int kWarmupCalls = 2;
 constexpr double kTargetSeconds = 0.2;
 constexpr int kMaxCalls = 1000;
 
+#ifdef TINYTRAIN_HAVE_SIMT
+// On the emulator: each case runs once with the emulator counting its kernels, and is modelled
+// on an H200 twice: from those counts (engine/profile/kernel_model.h) and by its ideal bytes and
+// FLOPs (engine/profile/step_estimate.h, the lower bound). Emulated times say nothing of a GPU.
+int run_modelled(const OpsOptions& o, Backend& backend, std::ostream& out) {
+  const DeviceModel device = *find_device_model("h200");
+  out << "cuda-emu: each case runs once, its kernels counted; 'model us' is a MODEL of them on an "
+      << device.description << " from those counts, 'ideal us' a MODEL of its ideal bytes and FLOPs at the peaks (the "
+      << "lower bound); neither is a measurement. Inputs: " << device.kernel_sources << "; " << device.sources
+      << std::endl;
+  const std::unique_ptr<Backend> reference = make_cpu_backend();  // computes the prepared inputs
+  char line[320];
+  std::snprintf(line, sizeof line, "%-5s %-37s%-54s%-6s %8s %10s %-8s %10s %8s", "", "op", "shape", "dtype",
+                "kernels", "model us", "bound", "ideal us", "x ideal");
+  out << line << std::endl;
+  for (const OpCaseSpec& spec : selected_cases(o)) {
+    simt::set_counting(true);
+    const OpTiming t = time_case(prepared(spec.make(), *reference), backend, 0, 0.0, 1);
+    backend.synchronize();
+    simt::set_counting(false);
+    const std::vector<simt::LaunchRecord> launches = simt::take_launch_records();
+    double model_us = 0, pipe_us[kPipes] = {};
+    for (const simt::LaunchRecord& launch : launches) {
+      const LaunchModel m = model_launch(launch, device);
+      model_us += m.modelled_us;
+      for (int p = 0; p < kPipes; ++p) pipe_us[p] += m.pipe_us[p];
+    }
+    const int bound = static_cast<int>(std::max_element(pipe_us, pipe_us + kPipes) - pipe_us);
+    const std::string precision = dtype_label(spec.dtype);
+    const IdealOp ideal = ideal_op(spec.op.c_str(), t.cost, static_cast<int>(launches.size()), device,
+                                   precision == "fp32" ? "fp32" : precision);
+    std::snprintf(line, sizeof line, "%-5s %-37s%-54s%-6s %8zu %10.2f %-8s %10.2f %8.2f", "MODEL", spec.op.c_str(),
+                  spec.shape.c_str(), dtype_label(spec.dtype), launches.size(), model_us,
+                  launches.empty() ? "-" : pipe_name(bound), ideal.us, ideal.us > 0 ? model_us / ideal.us : 0.0);
+    out << line << std::endl;
+  }
+  return 0;
+}
+#endif
+
 int run_perf(const OpsOptions& o, Backend& backend, std::ostream& out) {
-  // Emulated kernels run as CPU fibers, thousands of times slower than a GPU and not in
-  // proportion to it: one call each, enough to see that perf runs.
-  const bool emulated = runs_emulated(o.backend);
-  if (emulated)
-    out << "cuda-emu: one call per case; the emulator's times say nothing about a GPU's speed" << std::endl;
+#ifdef TINYTRAIN_HAVE_SIMT
+  if (runs_emulated(o.backend)) return run_modelled(o, backend, out);
+#endif
   // The peaks per storage dtype (a GPU's GEMMs run at the dtype's peak), each said once: one
   // line when every dtype has the same (the CPU computes all in fp32), else one per dtype.
   std::map<DType, std::optional<RooflinePeaks>> peaks;
@@ -135,9 +176,7 @@ int run_perf(const OpsOptions& o, Backend& backend, std::ostream& out) {
                 "GFLOP/s", "GB/s", "FLOP/B", "roofline");
   out << line << std::endl;
   for (const OpCaseSpec& spec : selected_cases(o)) {
-    const OpTiming t = emulated ? time_case(prepared(spec.make(), *reference), backend, 0, 0.0, 1)
-                                : time_case(prepared(spec.make(), *reference), backend, kWarmupCalls,
-                                            kTargetSeconds, kMaxCalls);
+    const OpTiming t = time_case(prepared(spec.make(), *reference), backend, kWarmupCalls, kTargetSeconds, kMaxCalls);
     const double s = t.seconds_per_call;
     char gflops[16] = "-", gbps[16] = "-", intensity[16] = "-", roofline[16] = "-";
     if (t.cost.flops > 0) {

@@ -7,6 +7,7 @@
 
 #include "engine/backend_select.h"
 #include "engine/profile/chrome_trace.h"
+#include "engine/profile/kernel_estimate.h"
 #include "engine/token_batch.h"
 #include "engine/flops.h"
 #include "engine/init.h"
@@ -27,7 +28,34 @@ void check_profile_options(const ProfileOptions& o) {
     throw InputError("invalid config: profile --estimate '" + o.estimate_device + "' is not a device the model knows (" +
                      known + ")");
   }
+  if (o.sample_blocks > 0 && (!runs_emulated(o.backend) || o.estimate_device.empty()))
+    throw InputError("invalid config: profile --sample-blocks samples the emulator's blocks for --estimate: it needs "
+                     "--backend cuda-emu and --estimate");
 }
+
+namespace {
+
+// The emulator's per-launch counting (simt/launch_counters.h), in a build that has the emulator.
+void set_emulator_counting(bool on) {
+#ifdef TINYTRAIN_HAVE_SIMT
+  simt::set_counting(on);
+#else
+  (void)on;
+#endif
+}
+
+// --sample-blocks: the emulator runs a sample of each launch's blocks, its checks off (a sampled
+// launch leaves most of its output unwritten, which initcheck would stop at).
+void sample_emulator_blocks(uint64_t max_blocks) {
+#ifdef TINYTRAIN_HAVE_SIMT
+  simt::set_block_sampling(max_blocks);
+  if (max_blocks > 0) simt::set_checks(false);
+#else
+  (void)max_blocks;
+#endif
+}
+
+}  // namespace
 
 void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
   check_profile_options(o);
@@ -36,6 +64,12 @@ void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
   // A trace that cannot be written is said before the steps run, not after.
   if (!o.trace_path.empty()) write_chrome_trace(nlohmann::json::object(), o.trace_path);
 
+  if (o.sample_blocks > 0) {
+    sample_emulator_blocks(o.sample_blocks);
+    out << "sampled: each kernel launch runs at most " << o.sample_blocks
+        << " of its blocks, evenly spaced over its grid, and its counts are scaled to the grid; nothing these steps "
+           "compute is right, and the emulator's checks are off: only the estimate means something\n";
+  }
   ProfilingBackend profiler(backend);
   Trainer trainer(profiler, t);
   trainer.load_params(init_params(trainer.model().layout(), t.run.seed).data());
@@ -100,13 +134,24 @@ void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
     random_batch(t.run.seed, static_cast<uint32_t>(t.run.steps), B, T, t.model.vocab_size, x.data(), y.data());
     trainer.load_batch(x.data(), y.data(), static_cast<uint32_t>(t.run.steps));
     profiler.synchronize();
+    // On the emulator, every kernel launch of the step is counted too (simt/launch_counters.h):
+    // the kernel model's inputs.
+    const bool emulated = runs_emulated(o.backend);
+    set_emulator_counting(emulated);
     profiler.begin_step(/*count_nodes=*/true);
     trainer.train_step(/*use_graph=*/false);
     const StepProfile counted = profiler.end_step();
-    const StepEstimate estimate = estimate_step(counted, *find_device_model(o.estimate_device),
-                                                gemm_precision(backend.name(), o.train.precision, o.tf32));
-    const bool on_gpu = backend.name() == "cuda" && !runs_emulated(o.backend);
+    set_emulator_counting(false);
+    const DeviceModel& device = *find_device_model(o.estimate_device);
+    const StepEstimate estimate =
+        estimate_step(counted, device, gemm_precision(backend.name(), o.train.precision, o.tf32));
+    const bool on_gpu = backend.name() == "cuda" && !emulated;
     print_step_estimate(estimate, on_gpu ? &summary : nullptr, out);
+    if (emulated)
+      print_kernel_estimate(estimate_kernels(counted, device), estimate, out);
+    else
+      out << "kernels: the per-kernel model needs the emulator's counts: the same command with --backend cuda-emu "
+             "prints it\n";
   }
   if (!o.trace_path.empty()) {
     const nlohmann::json trace = chrome_trace(steps, 1, backend.name());

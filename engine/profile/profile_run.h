@@ -20,9 +20,14 @@ struct ProfileOptions {
   // --estimate NAME: after the profile, one more step with every op's graph nodes counted, and
   // the step modelled on that device (engine/profile/step_estimate.h); "": none.
   std::string estimate_device;
+  // --sample-blocks N (cuda-emu only): each kernel launch runs at most N of its blocks and its
+  // counts are scaled to the grid (simt::set_block_sampling), so a step too long to emulate whole
+  // (GPT-2 small) can still be estimated. Nothing the steps compute is right; 0: every block.
+  uint64_t sample_blocks = 0;
 };
 
-// Throws InputError for fewer than 2 steps, or an --estimate device the model does not know.
+// Throws InputError for fewer than 2 steps, an --estimate device the model does not know, or
+// --sample-blocks without --backend cuda-emu and --estimate.
 void check_profile_options(const ProfileOptions& options);
 
 // Runs the profile on `backend` (one process) and prints it to `out`.

@@ -2,6 +2,7 @@
 #include "engine/profile/profiler.h"
 
 #include <stdexcept>
+#include <utility>
 
 namespace tt {
 
@@ -31,7 +32,7 @@ StepProfile ProfilingBackend::end_step() {
   for (const PendingScope& s : scopes_)
     step.scopes.push_back({s.name, s.parent, ms[s.start_mark], ms[s.end_mark == kOpen ? end : s.end_mark]});
   for (const PendingOp& op : ops_)
-    step.ops.push_back({op.name, op.scope, ms[op.start_mark], ms[op.end_mark], op.cost, op.nodes});
+    step.ops.push_back({op.name, op.scope, ms[op.start_mark], ms[op.end_mark], op.cost, op.nodes, op.launches});
   recording_ = false;
   count_nodes_ = false;
   for (int& open : open_) open = -1;  // (their records are this step's; later pops just match)
@@ -73,17 +74,25 @@ void ProfilingBackend::timed(const char* op, const OpCost& cost, Call&& call) {
   }
   const size_t start = clock_->mark();
   int nodes = -1;
+  std::vector<simt::LaunchRecord> launches;
   if (count_nodes_) {
     inner_.begin_capture();
     call();
     inner_.end_capture();
     nodes = inner_.captured_graph_nodes().total();
+#ifdef TINYTRAIN_HAVE_SIMT
+    simt::take_launch_records();  // what ran before (nothing of this op: it was only captured)
     inner_.replay_graph();
+    inner_.synchronize();
+    launches = simt::take_launch_records();  // empty unless the emulator counts
+#else
+    inner_.replay_graph();
+#endif
   } else {
     call();
   }
   const size_t end = clock_->mark();
-  ops_.push_back({op, open_.empty() ? -1 : open_.back(), start, end, cost, nodes});
+  ops_.push_back({op, open_.empty() ? -1 : open_.back(), start, end, cost, nodes, std::move(launches)});
 }
 
 // ---- ops: the cost from the views, then the inner backend's op between two marks ----

@@ -23,6 +23,7 @@
 
 #include "engine/profile/op_cost.h"
 #include "kernels/backend.h"
+#include "simt/launch_counters.h"
 
 namespace tt {
 
@@ -40,6 +41,8 @@ struct ProfiledOp {
   double start_ms, end_ms;  // from the step's start, on the backend's timeline
   OpCost cost;
   int nodes = -1;         // counting mode: the graph nodes the op enqueued; -1 not counted
+  // Counting mode on the emulator (simt::counting()): what each of its kernel launches did.
+  std::vector<simt::LaunchRecord> launches;
 };
 
 struct StepProfile {
@@ -57,7 +60,8 @@ class ProfilingBackend final : public Backend {
   // Starts recording a step: from now on every op and scope is recorded. With count_nodes
   // (profile --estimate; needs an inner backend with graphs), each op is captured alone into a
   // graph, its nodes counted (Backend::captured_graph_nodes), and the graph replayed, so the op
-  // still runs: its times then include the capture's and mean nothing.
+  // still runs: its times then include the capture's and mean nothing. When the emulator counts
+  // (simt::set_counting), each op also keeps the counts of the launches its replay made.
   void begin_step(bool count_nodes = false);
   // Waits for the backend to finish the step, stops recording and returns what it recorded.
   // Scopes still open end with the step.
@@ -148,6 +152,7 @@ class ProfilingBackend final : public Backend {
     size_t start_mark, end_mark;
     OpCost cost;
     int nodes;
+    std::vector<simt::LaunchRecord> launches;
   };
 
   Backend& inner_;

@@ -9,30 +9,34 @@
 
 namespace tt {
 
+IdealOp ideal_op(const char* op, const OpCost& cost, int nodes, const DeviceModel& device,
+                 const std::string& gemm_precision) {
+  const bool gemm = std::strncmp(op, "linear_", 7) == 0;
+  const double peak = (gemm ? device.tflops(gemm_precision) : device.fp32_tflops) * 1e12;  // FLOP/s
+  IdealOp i;
+  i.math_us = cost.flops > 0 ? cost.flops / peak * 1e6 : 0.0;
+  i.memory_us = cost.bytes / (device.memory_gbps * 1e9) * 1e6;
+  i.us = std::max(i.math_us, i.memory_us) + nodes * device.node_latency_us;
+  return i;
+}
+
 StepEstimate estimate_step(const StepProfile& counted, const DeviceModel& device, const std::string& gemm_precision) {
   StepEstimate e;
   e.device = device;
   e.gemm_precision = gemm_precision;
   e.total.op = "step";
-  const double gemm_peak = device.tflops(gemm_precision) * 1e12;  // FLOP/s
-  const double simt_peak = device.fp32_tflops * 1e12;
-  const double bandwidth = device.memory_gbps * 1e9;  // B/s
   std::map<std::string, size_t> row_of;
   for (const ProfiledOp& op : counted.ops) {
     if (op.nodes < 0) throw std::logic_error(std::string("estimate_step: no node count for ") + op.name);
-    const bool gemm = std::strncmp(op.name, "linear_", 7) == 0;
-    const double peak = gemm ? gemm_peak : simt_peak;
-    const double math_us = op.cost.flops > 0 ? op.cost.flops / peak * 1e6 : 0.0;
-    const double memory_us = op.cost.bytes / bandwidth * 1e6;
-    const double us = std::max(math_us, memory_us) + op.nodes * device.node_latency_us;
+    const IdealOp ideal = ideal_op(op.name, op.cost, op.nodes, device, gemm_precision);
     auto [it, added] = row_of.emplace(op.name, e.ops.size());
     if (added) e.ops.push_back(OpEstimate{op.name});
     for (OpEstimate* row : {&e.ops[it->second], &e.total}) {
       row->calls += 1;
       row->nodes += op.nodes;
-      row->math_us += math_us;
-      row->memory_us += memory_us;
-      row->modelled_us += us;
+      row->math_us += ideal.math_us;
+      row->memory_us += ideal.memory_us;
+      row->modelled_us += ideal.us;
     }
   }
   return e;

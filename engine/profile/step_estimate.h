@@ -34,6 +34,14 @@ struct StepEstimate {
   OpEstimate total;             // "step": every op together
 };
 
+// One op call's ideal time: max(FLOPs / peak, bytes / bandwidth) + nodes x node latency, the
+// FLOPs of a linear op at the GEMM precision's peak, any other op's at fp32's.
+struct IdealOp {
+  double math_us = 0, memory_us = 0, us = 0;
+};
+IdealOp ideal_op(const char* op, const OpCost& cost, int nodes, const DeviceModel& device,
+                 const std::string& gemm_precision);
+
 // `counted`: a step recorded in counting mode (every op's nodes known). Throws
 // std::logic_error for an op without a node count.
 StepEstimate estimate_step(const StepProfile& counted, const DeviceModel& device, const std::string& gemm_precision);
