@@ -1,6 +1,9 @@
 // The flags several commands share (cli/command.h).
 #include "cli/command.h"
 
+#include <map>
+#include <string>
+
 #include "base/checked_input.h"
 
 namespace tt {
@@ -53,13 +56,18 @@ CLI::Option* add_debug_sync_flag(CLI::App& cmd, bool& debug_sync) {
 }
 
 CLI::Option* add_gemm_option(CLI::App& cmd, GemmKernel& gemm) {
+  static const std::map<std::string, GemmKernel> kGemmKernels = {{"cublaslt", GemmKernel::CublasLt},
+                                                                 {"naive", GemmKernel::Naive},
+                                                                 {"tiled", GemmKernel::Tiled},
+                                                                 {"regblock", GemmKernel::RegBlock},
+                                                                 {"mma", GemmKernel::Mma}};
   return cmd
       .add_option_function<std::string>(
-          "--gemm",
-          [&gemm](const std::string& name) { gemm = name == "tiled" ? GemmKernel::Tiled : GemmKernel::CublasLt; },
-          "CUDA GEMMs: cublaslt | tiled (tinytrain's own kernel, exact fp32 products; slower)")
+          "--gemm", [&gemm](const std::string& name) { gemm = kGemmKernels.at(name); },
+          "CUDA GEMMs: cublaslt | naive | tiled | regblock | mma (tinytrain's GEMM ladder, slower; mma: tensor "
+          "cores, fp32 only with --tf32, else as regblock)")
       ->default_str("cublaslt")
-      ->check(CLI::IsMember({"cublaslt", "tiled"}));
+      ->check(CLI::IsMember({"cublaslt", "naive", "tiled", "regblock", "mma"}));
 }
 
 CLI::Option* add_attention_option(CLI::App& cmd, AttentionKernel& attention) {

@@ -72,7 +72,7 @@ CLI::Option* add_threads_option(CLI::App& cmd, int& threads);
 // `sample` and `ops`, which take no other flag of GpuFlags but --gemm, declare it alone.
 CLI::Option* add_debug_sync_flag(CLI::App& cmd, bool& debug_sync);
 
-// --gemm cublaslt|tiled: what runs the CUDA backend's GEMMs (GpuFlags; `ops` on its own).
+// --gemm cublaslt|naive|tiled|regblock|mma: what runs the CUDA backend's GEMMs (GpuFlags; `ops` on its own).
 CLI::Option* add_gemm_option(CLI::App& cmd, GemmKernel& gemm);
 // --attention flash|naive|cudnn: the CUDA backend's attention kernels (the CPU has one).
 CLI::Option* add_attention_option(CLI::App& cmd, AttentionKernel& attention);

@@ -2,12 +2,18 @@
 // nvcc) and the emulated one (the same sources through the SIMT emulator, simt/).
 #pragma once
 
+#include "kernels/gemm_args.h"  // shared by the two builds too: see there
+
 namespace tt {
 
-// Which kernel runs the GEMMs of the linear ops (--gemm).
+// Which kernel runs the GEMMs of the linear ops (--gemm): cuBLASLt, or a rung of tinytrain's
+// GEMM ladder (kernels/cuda/gemm/, one file per rung, each a step from the one before).
 enum class GemmKernel {
-  CublasLt,  // cuBLASLt; tinytrain's tiled GEMM only where cuBLASLt has no algorithm
-  Tiled,     // tinytrain's tiled GEMM (kernels/cuda/gemm/gemm_tiled.cu) for every GEMM
+  CublasLt,  // cuBLASLt; the tiled rung only where cuBLASLt has no algorithm
+  Naive,     // one thread per element of D (gemm_naive.cu)
+  Tiled,     // shared-memory tiles (gemm_tiled.cu)
+  RegBlock,  // tiles, and an 8 x 8 block of D in each thread's registers, 16-byte loads (gemm_regblock.cu)
+  Mma,       // tensor cores: ldmatrix + mma.sync, cp.async double buffering (gemm_mma.cu); fp32 only with --tf32
 };
 
 // Which kernel runs the attention core (--attention; docs/attention.md has the ladder).

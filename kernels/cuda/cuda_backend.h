@@ -8,6 +8,8 @@
 
 #include <map>
 #include <memory>
+#include <set>
+#include <string>
 #include <tuple>
 #include <vector>
 
@@ -108,13 +110,15 @@ class CudaBackend final : public Backend {
   // D (m,n) = op(A) (m,k) op(B) (k,n) [+ bias (m) broadcast over columns] + beta D, all
   // column-major and packed (linear.cu). A and B are of type ab_type, C = D and the bias of
   // type d_type (F32, BF16 or F16); the products are accumulated in fp32. With bias_grad (n,
-  // fp32, for D of F32; bias null): also WRITES bias_grad[j] = sum over k of op(B)[p][j]
-  // (cuBLASLt's BGRADB epilogue). Returns false, having enqueued nothing, when cuBLASLt cannot
-  // fuse this bias or bias gradient (always for a bias gradient with --gemm tiled): the caller
-  // makes it another way. With --gemm tiled (CudaOptions::gemm), and for a GEMM cuBLASLt has no
-  // algorithm for (said once on stderr), gemm/gemm_tiled.cu runs it instead.
+  // fp32, for D of F32; bias null): also bias_grad[j] = sum over k of op(B)[p][j], written, or
+  // added with add_bias_grad. On a rung of tinytrain's GEMM ladder (CudaOptions::gemm,
+  // gemm/gemm.h) every epilogue is fused: it returns true. On cuBLASLt it returns false, having
+  // enqueued nothing, when cuBLASLt cannot fuse this bias or bias gradient (its BGRADB epilogue
+  // writes: add_bias_grad there is a logic_error): the caller makes it another way; a GEMM
+  // cuBLASLt has no algorithm for (said once on stderr) runs on the tiled rung. An fp32 GEMM on
+  // the mma rung without --tf32 runs on the regblock rung (said once per GEMM too).
   bool matmul(int m, int n, int k, bool transa, bool transb, const void* A, const void* B, DType ab_type, void* D,
-              DType d_type, const void* bias, float beta, float* bias_grad = nullptr);
+              DType d_type, const void* bias, float beta, float* bias_grad = nullptr, bool add_bias_grad = false);
   // Activation::Swiglu, with the FFN's dropout (swiglu.cu): the activation ops call these
   void swiglu_forward(Tensor out, Tensor inp, const DropoutMask& dropout);
   void swiglu_backward(Tensor dinp, Tensor dout, Tensor inp, const DropoutMask& dropout);
@@ -158,6 +162,7 @@ class CudaBackend final : public Backend {
   void* lt_workspace_ = nullptr;  // cuBLASLt workspace, allocated once
   size_t lt_workspace_bytes_ = 0;
   std::map<GemmKey, std::unique_ptr<GemmPlan, GemmPlanDeleter>> gemm_plans_;
+  std::set<std::string> gemm_rung_notes_;  // the GEMMs the mma rung handed to the regblock rung, said once each
   float* attention_work_ = nullptr;  // see attention_work()
   // cuDNN's fused attention, for the cases use_library_attention prepared (attention.cu)
   std::unique_ptr<CudnnAttention> cudnn_attention_;

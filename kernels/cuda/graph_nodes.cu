@@ -20,7 +20,11 @@ struct KernelKind {
   int GraphNodeCount::*counter;
 };
 constexpr KernelKind kOurKernels[] = {
-    {"tiled_gemm_kernel", &GraphNodeCount::gemm},  // gemm/gemm_tiled.cu
+    // the GEMM ladder, kernels/cuda/gemm/
+    {"naive_gemm_kernel", &GraphNodeCount::gemm},     // gemm_naive.cu
+    {"tiled_gemm_kernel", &GraphNodeCount::gemm},     // gemm_tiled.cu
+    {"regblock_gemm_kernel", &GraphNodeCount::gemm},  // gemm_regblock.cu
+    {"mma_gemm_kernel", &GraphNodeCount::gemm},       // gemm_mma.cu
     // flash_attention.cu, naive_attention.cu, attention_decode.cu
     {"flash_attention_forward_kernel", &GraphNodeCount::attention},
     {"flash_attention_backward_dq_kernel", &GraphNodeCount::attention},

@@ -1,8 +1,9 @@
 // Linear layer y = x W^T + b with PyTorch's weight layout (out_features, in_features),
 // forward and backward (CUDA): the three GEMMs through cuBLASLt (the bias fused into the forward
-// GEMM's epilogue, the bias gradient into the dW GEMM's) or, with `--gemm tiled` and for a GEMM
-// cuBLASLt has no algorithm for, our own tiled GEMM (gemm/gemm_tiled.cu); where the bias gradient
-// cannot come from the GEMM, our own deterministic column-sum kernel makes it in one launch.
+// GEMM's epilogue, the bias gradient into the dW GEMM's) or, with `--gemm naive|tiled|regblock|mma`,
+// a rung of our own GEMM ladder (gemm/gemm.h), which fuses every epilogue; a GEMM cuBLASLt has no
+// algorithm for runs on the tiled rung. Where cuBLASLt cannot make the bias gradient, our own
+// deterministic column-sum kernel makes it in one launch.
 // Activations and working weights in fp32, bf16 or fp16 storage, parameter gradients in fp32
 // (see "Data types" below).
 //
@@ -59,8 +60,9 @@
 // the output matrix (Dtype)" (cublasLt.h); we set it explicitly to D's type, which is also the
 // stored type of the bias, and, for the dW GEMM's BGRADB epilogue, fp32: the type of D there
 // (dW) and of the bias gradient alike. TF32 only exists for fp32 inputs, so --tf32 changes the fp32 GEMMs
-// only (the tiled GEMM always multiplies in fp32). A combination cuBLASLt has no algorithm for
-// is said once, with its shape and types, and runs on the tiled GEMM.
+// only: on the mma rung they then run as TF32 on the tensor cores, and without --tf32 on the
+// regblock rung (the other rungs always multiply in fp32). A combination cuBLASLt has no
+// algorithm for is said once, with its shape and types, and runs on the tiled rung.
 #include <algorithm>
 #include <cstdint>
 #include <cstdio>
@@ -82,7 +84,7 @@ struct CudaBackend::GemmPlan {
   cublasLtMatmulDesc_t desc = nullptr;
   cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;  // C and D share one layout
   cublasLtMatmulAlgo_t algo{};
-  bool tiled = false;  // cuBLASLt has no algorithm for this GEMM: gemm_tiled runs it
+  bool tiled = false;  // cuBLASLt has no algorithm for this GEMM: the tiled rung runs it
 
   GemmPlan() = default;
   GemmPlan(const GemmPlan&) = delete;
@@ -240,12 +242,28 @@ const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const vo
 }
 
 bool CudaBackend::matmul(int m, int n, int k, bool transa, bool transb, const void* A, const void* B, DType ab_dtype,
-                         void* D, DType d_dtype, const void* bias, float beta, float* bias_grad) {
-  if (options_.gemm == GemmKernel::Tiled) {  // --gemm tiled: every GEMM, the bias always fused
-    if (bias_grad) return false;             // it has no bias-gradient epilogue: the caller sums
-    tiled_gemm(m, n, k, transa, transb, A, B, ab_dtype, D, d_dtype, bias, beta, stream_);
-    return true;
+                         void* D, DType d_dtype, const void* bias, float beta, float* bias_grad, bool add_bias_grad) {
+  const GemmArgs args{m, n, k, transa, transb, A, B, ab_dtype, D, d_dtype, bias, beta, bias_grad, add_bias_grad,
+                      options_.tf32};
+  switch (options_.gemm) {  // a rung of the ladder: every GEMM, every epilogue fused
+    case GemmKernel::Naive: gemm_naive(args, stream_); return true;
+    case GemmKernel::Tiled: gemm_tiled(args, stream_); return true;
+    case GemmKernel::RegBlock: gemm_regblock(args, stream_); return true;
+    case GemmKernel::Mma:
+      if (ab_dtype == DType::F32 && !args.allow_tf32) {  // no tensor cores for exact fp32 products
+        const std::string gemm = describe_gemm_args(args);
+        if (gemm_rung_notes_.insert(gemm).second)
+          std::fprintf(stderr, "tinytrain: the mma GEMM multiplies fp32 only as TF32 (--tf32); the regblock GEMM runs %s\n",
+                       gemm.c_str());
+        gemm_regblock(args, stream_);
+      } else {
+        gemm_mma(args, stream_);
+      }
+      return true;
+    case GemmKernel::CublasLt: break;
   }
+  if (add_bias_grad)
+    throw std::logic_error("matmul: cuBLASLt's bias-gradient epilogue writes the gradient; adding it is the caller's");
   const cudaDataType_t ab_type = cuda_data_type(ab_dtype), d_type = cuda_data_type(d_dtype);
   const int epilogue = bias        ? CUBLASLT_EPILOGUE_BIAS
                        : bias_grad ? CUBLASLT_EPILOGUE_BGRADB
@@ -256,8 +274,8 @@ bool CudaBackend::matmul(int m, int n, int k, bool transa, bool transb, const vo
                     static_cast<int>(ab_type), static_cast<int>(d_type)};
   const GemmPlan* plan = gemm_plan(key, vector);
   if (!plan) return false;  // only for an epilogue: the caller makes the bias (gradient) another way
-  if (plan->tiled) {
-    tiled_gemm(m, n, k, transa, transb, A, B, ab_dtype, D, d_dtype, nullptr, beta, stream_);
+  if (plan->tiled) {  // a plain GEMM: plans with an epilogue are never tiled (gemm_plan)
+    gemm_tiled(args, stream_);
     return true;
   }
   // The bias pointer differs per layer while the plan is shared: set it for this call (the
@@ -277,8 +295,8 @@ namespace {
 // in (rows, cols) row-major, any float storage type In -> out (cols) fp32: out[c] is the fp32
 // sum of in[r][c] over r = 0, 1, ..., rows-1 in that order, the CPU backend's order, so the
 // same bits; with `accumulate` it is added to out (one rounding more, as on the CPU) instead
-// of stored. It makes the bias gradient when the dW GEMM's epilogue cannot (ParamGrads::Add,
-// --gemm tiled, no cuBLASLt algorithm).
+// of stored. It makes the bias gradient when cuBLASLt's dW GEMM cannot (ParamGrads::Add, no
+// cuBLASLt algorithm, a dbias not 16-byte aligned); the rungs of our GEMM ladder make it themselves.
 // Decomposition: one thread per column, the 32 threads of a block on consecutive columns, so
 // every row read is coalesced; small blocks spread a narrow matrix (128 columns: 4 blocks) over
 // several SMs. One launch, no atomics, no scratch: each output has exactly one writer, and its
@@ -337,12 +355,12 @@ void CudaBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor b
   // The bias goes into the GEMM's epilogue when cuBLASLt can fuse it (vector_epilogue_worth_asking
   // says when it is asked to). Otherwise we do as the CPU backend does: fill out with the bias
   // and let the GEMM add onto it (beta = 1; C = D is read in its storage type, and the sum
-  // rounded once). The tiled GEMM (--gemm tiled) fuses any bias.
+  // rounded once). The rungs of our GEMM ladder (--gemm naive|tiled|regblock|mma) fuse any bias.
   if (!b) {
     matmul(O, N, I, /*transa=*/true, /*transb=*/false, weight.data, inp.data, type, out.data, type, nullptr, 0.0f);
     return;
   }
-  const bool try_epilogue = options_.gemm == GemmKernel::Tiled || vector_epilogue_worth_asking(b, O, N, I);
+  const bool try_epilogue = options_.gemm != GemmKernel::CublasLt || vector_epilogue_worth_asking(b, O, N, I);
   if (try_epilogue && matmul(O, N, I, true, false, weight.data, inp.data, type, out.data, type, b, 0.0f)) return;
   dispatch_storage(dtype, [&](auto storage) {
     using S = decltype(storage);
@@ -355,8 +373,9 @@ void CudaBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor b
 
 // dout (N,O) -> dinp (N,I) = dout W (skipped when null; InputGrad::Add: added to dinp),
 // dweight (O,I) = dout^T inp, dbias (O) = column sums of dout (both written or added: grads).
-// Work enqueued: the dinp GEMM (when dinp is given) and the dW GEMM, which also writes dbias
-// in ParamGrads::Write when cuBLASLt fuses the BGRADB epilogue; otherwise one column-sum launch.
+// Work enqueued: the dinp GEMM (when dinp is given) and the dW GEMM, which also makes dbias on a
+// rung of our GEMM ladder (written or added), and on cuBLASLt in ParamGrads::Write when it fuses
+// the BGRADB epilogue; otherwise one column-sum launch.
 void CudaBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                                   ParamGrads grads, InputGrad input) {
   const int N = static_cast<int>(inp.shape[0]), I = static_cast<int>(inp.shape[1]);
@@ -371,11 +390,14 @@ void CudaBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Ten
     matmul(I, N, O, false, false, weight.data, dout.data, type, dinp.data, type, nullptr,
            input == InputGrad::Add ? 1.0f : 0.0f);
   // dW^T (I,O) = inp^T (I,N) op_T(dout^T (O,N)), written or accumulated in place: 16-bit (or
-  // fp32) inputs, fp32 accumulation into the fp32 gradient. Written: dbias from the same GEMM
-  // (BGRADB epilogue: dout summed over the tokens, k = N) when cuBLASLt fuses it.
+  // fp32) inputs, fp32 accumulation into the fp32 gradient. dbias from the same GEMM (dout summed
+  // over the tokens, k = N): always on our rungs; on cuBLASLt written by its BGRADB epilogue, when
+  // it fuses it.
+  const bool own_gemm = options_.gemm != GemmKernel::CublasLt;
   const bool write_bias_grad_in_gemm = db && grads == ParamGrads::Write && vector_epilogue_worth_asking(db, I, O, N);
-  const bool bias_grad_done =
-      write_bias_grad_in_gemm && matmul(I, O, N, false, true, inp.data, dout.data, type, dw, DType::F32, nullptr, 0.0f, db);
+  float* gemm_bias_grad = own_gemm || write_bias_grad_in_gemm ? db : nullptr;
+  const bool bias_grad_done = gemm_bias_grad && matmul(I, O, N, false, true, inp.data, dout.data, type, dw, DType::F32,
+                                                       nullptr, add ? 1.0f : 0.0f, gemm_bias_grad, add);
   if (!bias_grad_done)
     matmul(I, O, N, false, true, inp.data, dout.data, type, dw, DType::F32, nullptr, add ? 1.0f : 0.0f);
 

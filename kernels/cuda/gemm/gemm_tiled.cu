@@ -1,17 +1,17 @@
-// tinytrain's own GEMM: D = op(A) op(B) [+ bias] + beta D with shared-memory tiles and fp32
-// accumulation, in every layout and dtype the linear ops give cuBLASLt (linear.cu). It runs a
-// GEMM cuBLASLt finds no algorithm for, and every GEMM with `--gemm tiled`; on the SIMT
-// emulator it is the one GEMM whose arithmetic is CUDA code (the emulated cuBLASLt is OpenBLAS).
-// docs/kernels.md explains the tiling.
+// The GEMM ladder's second rung (gemm.h): D = op(A) op(B) [+ bias] + beta D, and the bias
+// gradient, with shared-memory tiles and fp32 accumulation. It also runs a GEMM cuBLASLt finds no
+// algorithm for (--gemm cublaslt); on the SIMT emulator the rungs are the GEMMs whose arithmetic
+// is CUDA code (the emulated cuBLASLt is OpenBLAS). docs/kernels.md explains the tiling.
 //
 // ---- Decomposition ----
 // One block of 16 x 16 = 256 threads computes a 64 x 64 tile of D. It walks k in steps of 16:
 // the block loads the (64 x 16) slice of op(A) and the (16 x 64) slice of op(B) into shared
 // memory (each thread 4 elements of each, widened to fp32), waits, and then every thread
 // multiplies out its own 4 x 4 outputs from the shared tiles: each value loaded from global
-// memory is used 64 times. Thread (tx, ty) owns rows i0 + tx + 16 r and columns j0 + ty + 16 c
-// (r, c = 0..3), so neighbouring threads read neighbouring shared words and write neighbouring
-// elements of D (a column of D is contiguous).
+// memory is used 64 times (the naive rung: once). Thread (tx, ty) owns rows i0 + tx + 16 r and
+// columns j0 + ty + 16 c (r, c = 0..3), so neighbouring threads read neighbouring shared words
+// and write neighbouring elements of D (a column of D is contiguous). The first row of blocks
+// also makes the bias gradient: its threads 0..63 each sum one column of the op(B) slices.
 //
 // ---- Edges ----
 // m, n and k need not be multiples of the tile: loads past an edge put 0 in the tile (adding
@@ -24,16 +24,14 @@
 // (16-bit operands widen exactly; a product of two 16-bit values is exact in fp32), so its
 // error is that of a k-term fp32 sum, at most about k u sum|a_ip b_pj| with u = 2^-24. The
 // epilogue adds beta C and the bias in fp32, in cuBLASLt's order (alpha AB + beta C + bias),
-// and rounds once into D's type. No atomics, no split-k: the same bits every run.
+// and rounds once into D's type (gemm_common.cuh). The bias gradient adds its column in the
+// same order from zero: the CPU backend's bits. No atomics, no split-k: the same bits every run.
 #include <cstdint>
-#include <stdexcept>
-#include <string>
 
 #include "kernels/common/half.h"
 #include "kernels/cuda/cuda_check.h"
-#include "kernels/cuda/grid_size.h"
-#include "kernels/cuda/storage.cuh"
 #include "kernels/cuda/gemm/gemm.h"
+#include "kernels/cuda/gemm/gemm_common.cuh"
 
 namespace tt {
 
@@ -49,10 +47,10 @@ static_assert(kTileN / kThreadsSide == kPerThread, "square micro tiles");
 static_assert((kTileM * kTileK) % kGemmThreads == 0 && (kTileK * kTileN) % kGemmThreads == 0, "whole loads");
 
 // A (m,k) or, with transa, (k,m); B (k,n) or, with transb, (n,k); D, bias (m) or null -> D (m,n)
-// column-major, as in gemm.h. Grid (ceil(m/64), ceil(n/64)), 256 threads.
+// and bias_grad (n) or null, column-major, as in gemm.h. Grid (ceil(m/64), ceil(n/64)), 256 threads.
 template <typename AB, typename Out>
-__global__ void tiled_gemm_kernel(Out* d, const AB* a, const AB* b, const Out* bias, int m, int n, int k, bool transa,
-                                  bool transb, float beta) {
+__global__ void tiled_gemm_kernel(Out* d, const AB* a, const AB* b, const Out* bias, float* bias_grad, int m, int n,
+                                  int k, bool transa, bool transb, float beta, bool add_bias_grad) {
   // a_tile[p][i] = op(A)[i0 + i][p0 + p], b_tile[p][j] = op(B)[p0 + p][j0 + j]. One spare column:
   // a transposed A is stored along k, so its loads write down a column of a_tile; with rows of
   // 65 words those 16 writes fall in 16 different shared-memory banks instead of one.
@@ -62,6 +60,10 @@ __global__ void tiled_gemm_kernel(Out* d, const AB* a, const AB* b, const Out* b
   const int64_t i0 = static_cast<int64_t>(blockIdx.x) * kTileM, j0 = static_cast<int64_t>(blockIdx.y) * kTileN;
 
   float acc[kPerThread][kPerThread] = {};
+  // The bias gradient: the first row of blocks sums its columns of op(B) from the slices it loads
+  // anyway, one thread per column.
+  const bool sums_a_column = bias_grad && blockIdx.x == 0 && threadIdx.x < kTileN;
+  float column_sum = 0.0f;
   for (int p0 = 0; p0 < k; p0 += kTileK) {
     // Load both slices, consecutive threads on consecutive addresses of the stored matrix: down
     // a column of A (the i direction) when A is not transposed, along k when it is; B likewise.
@@ -80,6 +82,8 @@ __global__ void tiled_gemm_kernel(Out* d, const AB* a, const AB* b, const Out* b
       b_tile[p][j] = v;
     }
     __syncthreads();  // the tiles are complete before anyone multiplies
+    if (sums_a_column)
+      for (int p = 0; p < kTileK; ++p) column_sum += b_tile[p][threadIdx.x];
     for (int p = 0; p < kTileK; ++p) {
       float av[kPerThread], bv[kPerThread];
       for (int r = 0; r < kPerThread; ++r) av[r] = a_tile[p][tx + r * kThreadsSide];
@@ -90,51 +94,31 @@ __global__ void tiled_gemm_kernel(Out* d, const AB* a, const AB* b, const Out* b
     __syncthreads();  // everyone is done with the tiles before the next slice overwrites them
   }
 
-  // Epilogue: D = acc + beta C + bias, rounded once; C is D itself (read before it is written).
+  if (sums_a_column && j0 + threadIdx.x < n) store_bias_grad(bias_grad + j0 + threadIdx.x, column_sum, add_bias_grad);
   for (int c = 0; c < kPerThread; ++c) {
     const int64_t col = j0 + ty + c * kThreadsSide;
     if (col >= n) continue;
     for (int r = 0; r < kPerThread; ++r) {
       const int64_t row = i0 + tx + r * kThreadsSide;
       if (row >= m) continue;
-      Out* out = d + col * m + row;
-      float v = acc[r][c];
-      if (beta != 0.0f) v += beta * to_float(*out);
-      if (bias) v += to_float(bias[row]);
-      *out = from_float<Out>(v);
+      store_output(d + col * m + row, acc[r][c], beta, bias, row);
     }
   }
 }
 
-template <typename AB, typename Out>
-void launch_tiled_gemm(int m, int n, int k, bool transa, bool transb, const void* A, const void* B, void* D,
-                       const void* bias, float beta, cudaStream_t stream) {
-  const int64_t blocks_n = ceil_div(n, kTileN);
-  if (blocks_n > 65535)  // gridDim.y's limit: n up to 4,194,240 columns (tokens, for a linear layer)
-    throw std::runtime_error("tiled GEMM: n=" + std::to_string(n) + " needs more than 65535 blocks of " +
-                             std::to_string(kTileN) + " columns");
-  const dim3 grid(static_cast<unsigned int>(ceil_div(m, kTileM)), static_cast<unsigned int>(blocks_n));
-  tiled_gemm_kernel<AB, Out><<<grid, kGemmThreads, 0, stream>>>(
-      static_cast<Out*>(D), static_cast<const AB*>(A), static_cast<const AB*>(B), static_cast<const Out*>(bias), m, n,
-      k, transa, transb, beta);
-  CUDA_CHECK(cudaGetLastError());
-}
-
 }  // namespace
 
-void tiled_gemm(int m, int n, int k, bool transa, bool transb, const void* A, const void* B, DType ab_type, void* D,
-                DType d_type, const void* bias, float beta, cudaStream_t stream) {
-  if (m <= 0 || n <= 0) return;  // an empty D: nothing to write
-  if (d_type != ab_type && d_type != DType::F32)
-    throw std::invalid_argument(std::string("tiled GEMM: D of ") + dtype_name(d_type) + " with A/B of " +
-                                dtype_name(ab_type) + " (D is A/B's type or F32)");
-  dispatch_storage(ab_type, [&](auto storage) {
-    using AB = decltype(storage);
-    if (d_type == DType::F32)
-      launch_tiled_gemm<AB, float>(m, n, k, transa, transb, A, B, D, bias, beta, stream);
-    else
-      launch_tiled_gemm<AB, AB>(m, n, k, transa, transb, A, B, D, bias, beta, stream);
+void gemm_tiled(const GemmArgs& g, cudaStream_t stream) {
+  if (!gemm_has_work(g, "tiled")) return;
+  const dim3 grid = gemm_grid(g, kTileM, kTileN, "tiled");
+  dispatch_gemm_types(g, [&](auto ab, auto out) {
+    using AB = decltype(ab);
+    using Out = decltype(out);
+    tiled_gemm_kernel<AB, Out><<<grid, kGemmThreads, 0, stream>>>(
+        static_cast<Out*>(g.D), static_cast<const AB*>(g.A), static_cast<const AB*>(g.B),
+        static_cast<const Out*>(g.bias), g.bias_grad, g.m, g.n, g.k, g.transa, g.transb, g.beta, g.add_bias_grad);
   });
+  CUDA_CHECK(cudaGetLastError());
 }
 
 }  // namespace tt
