@@ -30,6 +30,14 @@ class OpsCommand final : public Command {
     add_attention_option(cmd, o.gpu.attention);
     cmd.add_flag("--attention-sweep", o.attention_sweep,
                  "the attention ops only, at B 4, 12 causal heads of 64, T = 256 to 4096 (tools/bench_attention.py)");
+    cmd.add_flag("--gpt2-gemms", o.gpt2_gemms,
+                 "the linear ops only, at GPT-2 small's four GEMMs for 8 x 1024 tokens (the GEMM ladder's shapes, "
+                 "docs/gemm.md)")
+        ->excludes("--attention-sweep");
+    cmd.add_option("--sample-blocks", o.sample_blocks,
+                   "perf on cuda-emu: run at most N blocks of each kernel launch and scale its counts (a model of "
+                   "shapes too large to emulate whole; the results are not computed)")
+        ->check(CLI::PositiveNumber);
   }
 
   int run() override {

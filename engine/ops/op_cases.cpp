@@ -242,8 +242,7 @@ void embedding_cases(Table& t, const Workload& w) {
 }
 
 // ---- linear, the FFN's first layer: inp (N,C), weight (F,C), bias (F) -> out (N,F) ----
-void linear_cases(Table& t, const Workload& w) {
-  const int N = w.N(), I = w.C(), O = w.F();
+void linear_cases_at(Table& t, int N, int I, int O) {
   const DType act = t.dtype();
   const std::string shape = "N" + std::to_string(N) + " I" + std::to_string(I) + " O" + std::to_string(O) + " bias";
   t.add("linear_forward", shape, [=](CaseBuilder& b, OpCase& c) {
@@ -279,6 +278,8 @@ void linear_cases(Table& t, const Workload& w) {
     });
   }
 }
+
+void linear_cases(Table& t, const Workload& w) { linear_cases_at(t, w.N(), w.C(), w.F()); }
 
 // ---- attention: qkv (B,T,W) -> out (B,T,C), lse (B,NH,T); backward dqkv ----
 struct AttentionCase {
@@ -805,6 +806,14 @@ std::vector<OpCaseSpec> attention_sweep_cases(DType dtype) {
   Table table(dtype);
   for (const AttentionShape& s : attention_sweep_shapes())
     attention_case(table, {s.B, s.T, s.NH, s.HS, s.causal, 0.0f, /*offer_library=*/true});
+  return table.specs();
+}
+
+std::vector<OpCaseSpec> gpt2_gemm_cases(DType dtype) {
+  Table table(dtype);
+  const int tokens = 8 * 1024, C = 768;
+  for (const auto& [in, out] : {std::pair{C, 3 * C}, std::pair{C, C}, std::pair{C, 4 * C}, std::pair{4 * C, C}})
+    linear_cases_at(table, tokens, in, out);
   return table.specs();
 }
 

@@ -70,4 +70,9 @@ std::vector<OpCaseSpec> op_cases(DType dtype);
 std::vector<OpCaseSpec> attention_sweep_cases(DType dtype);
 std::vector<AttentionShape> attention_sweep_shapes();  // the sweep's shapes, in its order
 
+// `ops perf --gpt2-gemms`: linear_forward and linear_backward at GPT-2 small's four GEMMs for a
+// batch of 8 x 1024 tokens (d_model 768: qkv 768 -> 2304, out_proj 768 -> 768, the FFN's 768 ->
+// 3072 and 3072 -> 768): the GEMM ladder's shapes (docs/gemm.md).
+std::vector<OpCaseSpec> gpt2_gemm_cases(DType dtype);
+
 }  // namespace tt

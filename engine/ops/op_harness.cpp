@@ -159,11 +159,13 @@ TensorCheck check_case(const OpCase& c, Backend& backend, Backend& reference) {
   return worst;
 }
 
-OpTiming time_case(const OpCase& c, Backend& backend, int warmup, double target_seconds, int max_reps) {
+OpTiming time_case(const OpCase& c, Backend& backend, int warmup, double target_seconds, int max_reps,
+                   const std::function<void()>& before_calls) {
   const CaseMemory memory(backend, c);
   const CaseViews& v = memory.views();
   for (int i = 0; i < warmup; ++i) c.run(backend, v);
   backend.synchronize();  // nothing of the warm-up (or of the copies) runs into the timed calls
+  if (before_calls) before_calls();
   auto seconds_for = [&](int calls) {
     std::unique_ptr<StreamClock> clock = backend.make_stream_clock();
     clock->mark();

@@ -3,6 +3,7 @@
 // the reference backend wrote, and times it. One harness for every op: an op is checked and
 // timed by adding a case, never by writing another test loop.
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -69,6 +70,9 @@ struct OpTiming {
   int calls = 0;  // the calls the time is the mean of
   OpCost cost;    // what one call costs (engine/profile/op_cost.h), from the views it ran on
 };
-OpTiming time_case(const OpCase& c, Backend& backend, int warmup, double target_seconds, int max_reps);
+// `before_calls`, when given, runs once the case's memory is ready, right before the calls
+// (ops perf on the emulator starts counting its kernels there, not its set-up's memsets).
+OpTiming time_case(const OpCase& c, Backend& backend, int warmup, double target_seconds, int max_reps,
+                   const std::function<void()>& before_calls = {});
 
 }  // namespace tt

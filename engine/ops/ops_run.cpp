@@ -50,6 +50,7 @@ std::vector<OpCaseSpec> selected_cases(const OpsOptions& o) {
   std::vector<OpCaseSpec> cases;
   for (Precision precision : selected_precisions(o.dtype))
     for (const OpCaseSpec& spec : o.attention_sweep ? attention_sweep_cases(activation_dtype(precision))
+                                  : o.gpt2_gemms    ? gpt2_gemm_cases(activation_dtype(precision))
                                                     : op_cases(activation_dtype(precision)))
       if (std::find(ops.begin(), ops.end(), spec.op) != ops.end()) cases.push_back(spec);
   if (cases.empty())
@@ -110,6 +111,13 @@ constexpr int kMaxCalls = 1000;
 // FLOPs (engine/profile/step_estimate.h, the lower bound). Emulated times say nothing of a GPU.
 int run_modelled(const OpsOptions& o, Backend& backend, std::ostream& out) {
   const DeviceModel device = *find_device_model("h200");
+  if (o.sample_blocks > 0) {
+    simt::set_block_sampling(o.sample_blocks);
+    simt::set_checks(false);  // a sampled launch leaves most of its output unwritten
+    out << "sampled: each kernel launch runs at most " << o.sample_blocks
+        << " of its blocks and its counts are scaled to its grid; the results are not computed, only modelled"
+        << std::endl;
+  }
   out << "cuda-emu: each case runs once, its kernels counted; 'model us' is a MODEL of them on an "
       << device.description << " from those counts, 'ideal us' a MODEL of its ideal bytes and FLOPs at the peaks (the "
       << "lower bound); neither is a measurement. Inputs: " << device.kernel_sources << "; " << device.sources
@@ -120,8 +128,7 @@ int run_modelled(const OpsOptions& o, Backend& backend, std::ostream& out) {
                 "kernels", "model us", "bound", "ideal us", "x ideal");
   out << line << std::endl;
   for (const OpCaseSpec& spec : selected_cases(o)) {
-    simt::set_counting(true);
-    const OpTiming t = time_case(prepared(spec.make(), *reference), backend, 0, 0.0, 1);
+    const OpTiming t = time_case(prepared(spec.make(), *reference), backend, 0, 0.0, 1, [] { simt::set_counting(true); });
     backend.synchronize();
     simt::set_counting(false);
     const std::vector<simt::LaunchRecord> launches = simt::take_launch_records();
@@ -139,6 +146,12 @@ int run_modelled(const OpsOptions& o, Backend& backend, std::ostream& out) {
                   spec.shape.c_str(), dtype_label(spec.dtype), launches.size(), model_us,
                   launches.empty() ? "-" : pipe_name(bound), ideal.us, ideal.us > 0 ? model_us / ideal.us : 0.0);
     out << line << std::endl;
+    for (const simt::LaunchRecord& launch : launches) {  // each kernel: what it is and what bounds it
+      const LaunchModel m = model_launch(launch, device);
+      std::snprintf(line, sizeof line, "%-5s   %-89s %8s %10.2f %-8s", "MODEL", launch.kernel.c_str(), "", m.modelled_us,
+                    pipe_name(m.bound));
+      out << line << std::endl;
+    }
   }
   return 0;
 }
@@ -197,6 +210,8 @@ int run_perf(const OpsOptions& o, Backend& backend, std::ostream& out) {
 }  // namespace
 
 int run_ops(const OpsOptions& o, std::ostream& out) {
+  if (o.sample_blocks > 0 && (o.mode != "perf" || !runs_emulated(o.backend)))
+    throw InputError("--sample-blocks samples the emulator's blocks for a model: it needs ops perf --backend cuda-emu");
   selected_cases(o);  // an --op that selects nothing is an error before any backend starts
   const std::unique_ptr<Backend> backend = select_backend(o.backend, o.gpu, out);
   return o.mode == "check" ? run_check(o, *backend, out) : run_perf(o, *backend, out);

@@ -19,6 +19,10 @@ struct OpsOptions {
   std::string dtype;                    // --dtype: "" all three; fp32 | bf16 | fp16
   GpuOptions gpu;                       // what the CUDA backend is made with (its defaults: exact fp32 GEMMs)
   bool attention_sweep = false;         // --attention-sweep: the long-sequence attention cases only
+  bool gpt2_gemms = false;              // --gpt2-gemms: the linear ops at GPT-2 small's GEMM shapes only
+  // --sample-blocks N (perf on cuda-emu): each launch runs at most N of its blocks, its counts
+  // scaled to the grid (simt::set_block_sampling): a model of a GEMM too large to emulate whole.
+  uint64_t sample_blocks = 0;
 };
 
 // Runs the command; returns the exit status: 1 when a check fails, else 0. Throws InputError
