@@ -10,6 +10,7 @@
 #include <cstdlib>
 #include <map>
 #include <set>
+#include <iterator>
 #include <sstream>
 #include <string>
 #include <vector>
@@ -437,6 +438,52 @@ TEST(Profile, EstimateOnTheEmulatorCountsEveryOpsNodes) {
   const auto whole = regex_search_groups(r.out, "graph: one step captured as CUDA graph (\\d+) nodes");
   ASSERT_TRUE(whole) << r.out;
   EXPECT_EQ(nodes, std::stoi((*whole)[1])) << r.out;
+}
+
+// --estimate on the emulator models every kernel launch of the step from the emulator's counts:
+// each launch is a node of the step's graph (kernels, library calls, memsets), every line of the
+// table says MODEL, and no op's kernels come in under its ideal bound (they move at least the
+// bytes the op must and run at most at the peaks: a model that undercounts fails here).
+TEST(Profile, EstimateOnTheEmulatorModelsEveryKernelAtOrAboveItsOpsIdealBound) {
+#ifndef TINYTRAIN_HAVE_SIMT
+  GTEST_SKIP() << "this build has no SIMT emulator (--backend cuda-emu)";
+#endif
+  ScratchDir dir;
+  const SmallRun run = tiny_emulated_run();
+  const CliResult r = run_command(run.args({"--estimate", "h200"}), dir.path());
+  ASSERT_EQ(r.exit_code, 0) << r.describe();
+  const std::vector<std::string> lines = r.out_lines();
+  auto header = std::find_if(lines.begin(), lines.end(),
+                             [](const std::string& l) { return l.rfind("kernels: a MODEL of every kernel", 0) == 0; });
+  ASSERT_NE(header, lines.end()) << r.out;
+  EXPECT_TRUE(contains(*header, "not a measurement")) << *header;
+  EXPECT_TRUE(contains(*header, "Inputs: 132 SMs at 1.98 GHz")) << *header;
+  int launches = 0, ops = 0;
+  bool in_ops = false;
+  for (auto it = header + 3; it != lines.end() && it->rfind("kernels: ", 0) != 0; ++it) {
+    if (it->rfind("-----", 0) == 0) continue;
+    if (contains(*it, "kernels us")) {  // the per-op summary's header
+      in_ops = true;
+      continue;
+    }
+    ASSERT_EQ(it->rfind("MODEL ", 0), 0u) << "every row of the estimate says MODEL: " << *it;
+    std::istringstream row(it->substr(6));
+    std::vector<std::string> words{std::istream_iterator<std::string>(row), std::istream_iterator<std::string>()};
+    if (in_ops) {
+      ASSERT_EQ(words.size(), 4u) << *it;
+      ++ops;
+      EXPECT_GE(std::stod(words[1]), std::stod(words[2])) << "an op's kernels under its ideal bound: " << *it;
+    } else if (it->rfind("MODEL   ", 0) == 0) {  // a kernel: its launches after its name
+      const auto runs = regex_search_groups(*it, "^MODEL   .+? +(\\d+) +(\\d+|-) ");
+      ASSERT_TRUE(runs) << *it;
+      launches += std::stoi((*runs)[1]);
+    }
+  }
+  EXPECT_GT(ops, 10) << r.out;
+  const auto whole = regex_search_groups(r.out, "graph: one step captured as CUDA graph (\\d+) nodes");
+  ASSERT_TRUE(whole) << r.out;
+  EXPECT_EQ(launches, std::stoi((*whole)[1])) << "every node of the step's graph is one modelled launch: " << r.out;
+  EXPECT_TRUE(regex_search_groups(r.out, "kernels: [0-9.]+ us per step modelled from the counts")) << r.out;
 }
 
 }  // namespace

@@ -287,4 +287,33 @@ TEST_F(Checks, CountsShowCoalescingAndBankConflicts) {
   if (simt::op_counts_available()) EXPECT_EQ(unit.fp32_ops, 32u * 2);  // a multiply and an add per thread
 }
 
+// Block sampling (profile --sample-blocks): a launch runs a sample of its blocks and scales its
+// counts to the grid. Blocks that do the same work give the same counts as the whole grid.
+__global__ void copy_rows_kernel(float* out, const float* in) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  out[i] = in[i] * 2.0f;
+}
+
+TEST_F(Checks, ASampledLaunchScalesItsCountsToTheGrid) {
+  float* in = device<float>(64 * 32, std::vector<float>(64 * 32, 1.0f));
+  float* out = device<float>(64 * 32);
+  simt::set_counting(true);
+  copy_rows_kernel<<<64, 32>>>(out, in);
+  simt::set_block_sampling(8);
+  copy_rows_kernel<<<64, 32>>>(out, in);
+  simt::set_block_sampling(0);
+  ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+  const std::vector<simt::LaunchRecord> r = simt::take_launch_records();
+  ASSERT_EQ(r.size(), 2u);
+  EXPECT_EQ(r[0].blocks_run, 64u);
+  EXPECT_EQ(r[1].blocks_run, 8u);
+  const simt::LaunchCounters &whole = r[0].counters, &sampled = r[1].counters;
+  EXPECT_EQ(sampled.blocks, whole.blocks);
+  EXPECT_EQ(whole.global_load_sectors, 64u * 4);  // a warp's 32 floats: 4 sectors, once per block
+  EXPECT_EQ(sampled.global_load_sectors, whole.global_load_sectors);
+  EXPECT_EQ(sampled.global_store_bytes, whole.global_store_bytes);
+  EXPECT_EQ(sampled.fp32_ops, whole.fp32_ops);
+  EXPECT_EQ(sampled.statements, whole.statements);
+}
+
 }  // namespace

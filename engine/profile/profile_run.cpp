@@ -142,7 +142,7 @@ void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
     trainer.train_step(/*use_graph=*/false);
     const StepProfile counted = profiler.end_step();
     set_emulator_counting(false);
-    const DeviceModel& device = *find_device_model(o.estimate_device);
+    const DeviceModel device = *find_device_model(o.estimate_device);
     const StepEstimate estimate =
         estimate_step(counted, device, gemm_precision(backend.name(), o.train.precision, o.tf32));
     const bool on_gpu = backend.name() == "cuda" && !emulated;
