@@ -7,7 +7,9 @@ this script.
   run_mutants.py BUILD_DIR [-jN] [--every-schedule] [NAME ...]      (default: every mutant)
 
 A mutant of a header (`file` a .cuh) names the kernel file compiled with it (`via`): that file is
-compiled with a mutated copy of the header found first on the include path.
+compiled with a mutated copy of the header found first on the include path. A mutant of the
+emulator itself (`file` a simt/*.cpp: the tensor-core instructions' model) is compiled as it is,
+with its own command, and linked ahead of the library as a kernel file's is.
 
 A mutant's `tests` names one or more suites, separated by white space (a value may go on over
 indented lines):
@@ -101,7 +103,12 @@ def main(argv):
     def compiled_file(m):  # the .cu compiled with the mutant: its file, or for a header the one `via` names
         return m.get("via", m["file"])
 
-    def generated_of(m):  # the emulated build's rewrite of that file
+    def emulator_file(m):  # a file of the emulator itself (simt/*.cpp): compiled as it is, not rewritten
+        return compiled_file(m).endswith(".cpp")
+
+    def generated_of(m):  # the emulated build's rewrite of that file (an emulator file: the file itself)
+        if emulator_file(m):
+            return os.path.normpath(os.path.join(SOURCE, compiled_file(m)))
         return os.path.normpath(os.path.join(simt_gen, os.path.basename(compiled_file(m))[:-3] + ".cpp"))
 
     for m in mutants:
@@ -123,10 +130,21 @@ def main(argv):
         mutated_cpp = os.path.join(tmp, name + ".cpp")
         obj = os.path.join(tmp, name + ".o")
         header = "via" in m  # a mutated header: a copy found first on the include path
-        mutation = [] if header else ["--mutate", m["find"], m["replace"], m["occurrence"]]
-        r = run([sys.executable, os.path.join(SOURCE, "simt", "rewrite_cu.py"), source, mutated_cpp, *mutation], build)
-        if r.returncode != 0:
-            raise Failed(f"mutant {name}: cannot apply it: {r.stdout.strip()}")
+        if emulator_file(m):
+            with open(source, encoding="utf-8") as f:
+                text = f.read()
+            try:
+                text = mutate(text, unescape(m["find"]), unescape(m["replace"]), int(m["occurrence"]), m["file"])
+            except SystemExit as e:
+                raise Failed(f"mutant {name}: cannot apply it: {e}")
+            with open(mutated_cpp, "w", encoding="utf-8") as f:
+                f.write(text)
+        else:
+            mutation = [] if header else ["--mutate", m["find"], m["replace"], m["occurrence"]]
+            r = run([sys.executable, os.path.join(SOURCE, "simt", "rewrite_cu.py"), source, mutated_cpp, *mutation],
+                    build)
+            if r.returncode != 0:
+                raise Failed(f"mutant {name}: cannot apply it: {r.stdout.strip()}")
         # the original's compile command, on the mutated file
         entry = compile_commands[generated]
         cmd = shlex.split(entry["command"]) if "command" in entry else list(entry["arguments"])
