@@ -10,6 +10,8 @@
 #include <cstdio>
 #include <initializer_list>
 #include <map>
+#include <set>
+#include <sstream>
 #include <string>
 #include <vector>
 
@@ -805,25 +807,41 @@ TEST(CliTrainGood, DebugSyncOnTheEmulatorKeepsEveryLoss) {
   }
 }
 
-// --gemm tiled: every GEMM on tinytrain's own kernel (kernels/cuda/gemm/gemm_tiled.cu), on the
-// emulator CUDA code; the log follows the CPU's as above, and nothing goes to stderr (no
-// cuBLASLt plan, so no fallback line). A name it does not know is refused in one line.
-TEST(CliTrainGood, GemmTiledOnTheEmulatorLogsTheCpusLosses) {
+// --gemm naive|tiled|regblock|mma: every GEMM on a rung of tinytrain's GEMM ladder
+// (kernels/cuda/gemm/), on the emulator CUDA code; the log follows the CPU's as above. Nothing goes
+// to stderr (no cuBLASLt plan, so no fallback line), except on the mma rung, whose fp32 GEMMs run
+// on the regblock rung without --tf32: one line per distinct GEMM, however often it runs. A name
+// it does not know is refused in one line.
+TEST(CliTrainGood, GemmLadderOnTheEmulatorLogsTheCpusLosses) {
 #ifndef TINYTRAIN_HAVE_SIMT
   GTEST_SKIP() << "this build has no SIMT emulator (-DTINYTRAIN_SIMT=OFF)";
 #endif
   ScratchDir dir;
   const Flags flags = {{"--steps", "2"}, {"--log-every", "1"}};
-  Flags tiled = flags;
-  tiled.emplace_back("--backend", "cuda-emu");
-  tiled.emplace_back("--gemm", "tiled");
-  const CliResult emu = run_command(train_args(tiled), dir.path(), 300.0);
   const CliResult cpu = run_command(train_args(flags), dir.path());
-  SCOPED_TRACE(emu.describe());
-  ASSERT_TRUE(emu.exited && emu.exit_code == 0);
   ASSERT_TRUE(cpu.exited && cpu.exit_code == 0) << cpu.describe();
-  EXPECT_EQ(emu.err, "");
-  expect_the_cpus_losses(emu, cpu, 2);
+  for (const char* rung : {"naive", "tiled", "regblock", "mma"}) {
+    Flags on_rung = flags;
+    on_rung.emplace_back("--backend", "cuda-emu");
+    on_rung.emplace_back("--gemm", rung);
+    const CliResult emu = run_command(train_args(on_rung), dir.path(), 300.0);
+    SCOPED_TRACE(emu.describe());
+    ASSERT_TRUE(emu.exited && emu.exit_code == 0);
+    expect_the_cpus_losses(emu, cpu, 2);
+    if (std::string(rung) != "mma") {
+      EXPECT_EQ(emu.err, "");
+      continue;
+    }
+    std::istringstream said(emu.err);
+    std::set<std::string> lines;
+    for (std::string line; std::getline(said, line);) {
+      EXPECT_EQ(line.rfind("tinytrain: the mma GEMM multiplies fp32 only as TF32 (--tf32); the regblock GEMM runs m=", 0),
+                0u)
+          << line;
+      EXPECT_TRUE(lines.insert(line).second) << "said twice: " << line;
+    }
+    EXPECT_FALSE(lines.empty());
+  }
   const CliResult bad = run_command(train_args({{"--gemm", "cublas"}}), dir.path());
   expect_user_error(bad, {"--gemm", "cublas"});
 }

@@ -366,9 +366,22 @@ std::vector<CaseSpec> embedding_cases(DType act = DType::F32) {
   return specs;
 }
 
+// The factor of the fp32 reduction tolerance a GEMM output of the linear ops gets: 2 where the
+// GEMM runs on tensor cores, which add aligned products with truncation (file comment): cuBLASLt
+// and the mma rung with 16-bit operands (the mma rung hands fp32 GEMMs to the regblock rung, and
+// with --tf32 the TF32 tests give their own tolerance); 1 on the other rungs of the GEMM ladder
+// (kernels/cuda/gemm/), which add each output's K products in order into one fp32 accumulator,
+// products exact (16-bit operands) or rounded once (fp32): off by at most ~(K-1) u of the terms'
+// scale (u = 2^-24 = eps/2, the classic bound for a recursive sum), as OpenBLAS's blocked sum
+// is, so within reduction_tol(K) = K eps of each other in every storage type.
+double tensor_core_factor(DType act, GemmKernel gemm) {
+  const bool tensor_cores = gemm == GemmKernel::CublasLt || gemm == GemmKernel::Mma;
+  return act != DType::F32 && tensor_cores ? 2.0 : 1.0;
+}
+
 // ---- linear: inp (N,I), weight (O,I), bias (O) -> out (N,O); backward dinp, dweight, dbias ----
 // `gemm` is the kernel the CUDA backend under test runs them with (CudaOptions::gemm): it sets
-// the tolerance of the GEMM outputs (below).
+// the tolerance of the GEMM outputs (tensor_core_factor).
 std::vector<CaseSpec> linear_gemm_cases(DType act, GemmKernel gemm) {
   struct P {
     int N, I, O;
@@ -401,15 +414,9 @@ std::vector<CaseSpec> linear_gemm_cases(DType act, GemmKernel gemm) {
                        const int w = c.input("weight", {p.O, p.I}, 12);
                        const int b = p.bias ? c.input("bias", {p.O}, 13) : c.absent("bias");
                        const int dout = c.input("dout", {p.N, p.O}, 14);
-                       // 16-bit GEMMs run on tensor cores, which truncate: twice the fp32 budget
-                       // (file comment). The bias column sums are our own fp32 kernel. The tiled
-                       // GEMM (--gemm tiled) has no tensor cores: it adds each output's K products
-                       // in order into one fp32 accumulator, products exact (16-bit operands) or
-                       // rounded once (fp32), so it is off by at most ~(K-1) u of its terms' scale
-                       // (u = 2^-24 = eps/2, the classic bound for a recursive sum), as OpenBLAS's
-                       // blocked sum is: within reduction_tol(K) = K eps of each other in every
-                       // storage type.
-                       const double tc = act == DType::F32 || gemm == GemmKernel::Tiled ? 1.0 : 2.0;
+                       // tensor cores truncate: twice the fp32 budget there (tensor_core_factor).
+                       // The bias gradient is an fp32 sum in token order on every path.
+                       const double tc = tensor_core_factor(act, gemm);
                        const int out = c.output("out", {p.N, p.O}, tc * reduction_tol(p.I + 1));
                        const int dx =
                            p.dinp ? c.output("dinp", {p.N, p.I}, tc * reduction_tol(p.O)) : c.absent("dinp");
@@ -1097,37 +1104,55 @@ TEST_P(CudaOps, MatchesCpuBackend) {
 INSTANTIATE_TEST_SUITE_P(AllOps, CudaOps, ::testing::ValuesIn(all_cases()),
                          [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
 
-// The linear cases with every GEMM on tinytrain's tiled kernel (--gemm tiled, gemm/gemm_tiled.cu):
-// on the emulator this is CUDA code, so these compare GEMM arithmetic with the CPU's OpenBLAS,
-// where the emulated cuBLASLt is OpenBLAS itself. fp32, bf16 and fp16; bias always fused.
-class CudaOpsTiledGemm : public CudaTest, public ::testing::WithParamInterface<CaseSpec> {
+// The linear cases with every GEMM on a rung of tinytrain's GEMM ladder (--gemm naive|tiled|
+// regblock|mma, kernels/cuda/gemm/): on the emulator this is CUDA code, so these compare GEMM
+// arithmetic with the CPU's OpenBLAS, where the emulated cuBLASLt is OpenBLAS itself. fp32, bf16
+// and fp16 (the mma rung's fp32 GEMMs run on the regblock rung: no --tf32); bias always fused.
+struct GemmRungCase {
+  GemmKernel gemm;
+  CaseSpec spec;
+};
+void PrintTo(const GemmRungCase& c, std::ostream* os) { *os << c.spec.name; }
+
+class CudaOpsGemm : public CudaTest, public ::testing::WithParamInterface<GemmRungCase> {
  protected:
   void SetUp() override {
     CudaTest::SetUp();
     if (!cuda) return;
-    CudaOptions tiled;
-    tiled.gemm = GemmKernel::Tiled;
+    CudaOptions options;
+    options.gemm = GetParam().gemm;
     std::string why;
-    cuda = test::cuda_backend_or_skip(why, tiled);
+    cuda = test::cuda_backend_or_skip(why, options);
   }
 };
 
-TEST_P(CudaOpsTiledGemm, MatchesCpuBackend) {
-  const OpCase c = GetParam().make();
-  compare(GetParam().name, c, run_on(*cpu, c), run_on(*cuda, c));
+TEST_P(CudaOpsGemm, MatchesCpuBackend) {
+  const OpCase c = GetParam().spec.make();
+  compare(GetParam().spec.name, c, run_on(*cpu, c), run_on(*cuda, c));
 }
 
-std::vector<CaseSpec> tiled_gemm_linear_cases() {
+std::vector<GemmRungCase> on_rung(GemmKernel gemm, const std::vector<CaseSpec>& specs) {
+  std::vector<GemmRungCase> cases;
+  for (const CaseSpec& spec : specs) cases.push_back({gemm, spec});
+  return cases;
+}
+
+std::vector<GemmRungCase> rung_linear_cases(GemmKernel gemm) {
   std::vector<CaseSpec> all;
   for (DType act : {DType::F32, DType::BF16, DType::F16}) {
-    const std::vector<CaseSpec> specs = linear_gemm_cases(act, GemmKernel::Tiled);
+    const std::vector<CaseSpec> specs = linear_gemm_cases(act, gemm);
     all.insert(all.end(), specs.begin(), specs.end());
   }
-  return all;
+  return on_rung(gemm, all);
 }
 
-INSTANTIATE_TEST_SUITE_P(TiledGemm, CudaOpsTiledGemm, ::testing::ValuesIn(tiled_gemm_linear_cases()),
-                         [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
+std::string rung_case_name(const ::testing::TestParamInfo<GemmRungCase>& info) { return info.param.spec.name; }
+
+INSTANTIATE_TEST_SUITE_P(NaiveGemm, CudaOpsGemm, ::testing::ValuesIn(rung_linear_cases(GemmKernel::Naive)), rung_case_name);
+INSTANTIATE_TEST_SUITE_P(TiledGemm, CudaOpsGemm, ::testing::ValuesIn(rung_linear_cases(GemmKernel::Tiled)), rung_case_name);
+INSTANTIATE_TEST_SUITE_P(RegBlockGemm, CudaOpsGemm, ::testing::ValuesIn(rung_linear_cases(GemmKernel::RegBlock)),
+                         rung_case_name);
+INSTANTIATE_TEST_SUITE_P(MmaGemm, CudaOpsGemm, ::testing::ValuesIn(rung_linear_cases(GemmKernel::Mma)), rung_case_name);
 
 // The attention cases on the ladder's first rung (--attention naive, naive_attention.cu: the
 // (T,T) weights in the work buffer), fp32, bf16 and fp16; AllOps runs them on flash attention.
@@ -1281,6 +1306,43 @@ TEST_F(CudaTest, Tf32LinearMatchesCpuWithinTf32Rounding) {
   EXPECT_EQ(compared, 2) << "a case named here no longer exists";
 }
 
+// --gemm mma --tf32: the linear ops' fp32 GEMMs run on the tensor cores as TF32 (m16n8k8), within
+// TF32's tolerance of the CPU (the argument above), and visibly TF32: the forward's output is
+// further from the CPU's than an fp32 GEMM's may be (reduction_tol(I + 1), which the regblock
+// rung, where the mma rung sends fp32 GEMMs without --tf32, meets: NaiveGemm/RegBlockGemm cases),
+// by the operands' rounding to 10 mantissa bits (~1e-4 of the result scale here), and no GEMM is
+// handed to the regblock rung (nothing said on stderr). The arithmetic against a double product is
+// GemmLadder's (test_gemm_ladder.cpp, mma_tf32).
+TEST_F(CudaTest, MmaGemmWithTf32RunsTheFp32GemmsAsTf32OnTensorCores) {
+  std::string why;
+  CudaOptions options;
+  options.gemm = GemmKernel::Mma;
+  options.tf32 = true;
+  cuda = test::cuda_backend_or_skip(why, options);
+  int compared = 0;
+  for (const CaseSpec& spec : linear_cases()) {
+    if (spec.name != "linear_N134_I128_O509_bias" && spec.name != "linear_N64_I300_O70_nobias_nodinp") continue;
+    const OpCase c = spec.make();
+    const CaseResult want = run_on(*cpu, c);
+    testing::internal::CaptureStderr();
+    const CaseResult got = run_on(*cuda, c);
+    EXPECT_EQ(testing::internal::GetCapturedStderr(), "") << "a GEMM did not run on the tensor cores";
+    compare(spec.name + " mma tf32", c, want, got, 4e-3);
+    double in_features = 0.0;
+    for (const CaseTensor& t : c.tensors)
+      if (t.name == "inp") in_features = static_cast<double>(t.shape[1]);
+    for (size_t i = 0; i < c.tensors.size(); ++i) {
+      if (c.tensors[i].name != "out") continue;
+      const double rel = test::max_rel_diff(got.f32[i], test::to_double(want.f32[i]));
+      const double fp32_tol = reduction_tol(in_features + 1);
+      std::printf("[ rel err  ] %s out: %.3e, fp32's tolerance %.1e\n", spec.name.c_str(), rel, fp32_tol);
+      EXPECT_GT(rel, fp32_tol) << spec.name << ": the forward GEMM's products were not rounded to TF32";
+      ++compared;
+    }
+  }
+  EXPECT_EQ(compared, 2) << "a case named here no longer exists";
+}
+
 TEST_F(CudaTest, AllocatingAnAbsurdSizeThrowsOutOfMemory) {
   const size_t one_pib = size_t{1} << 50;
   try {
@@ -1331,9 +1393,10 @@ TEST_F(CudaTest, CopyToDeviceDuringCaptureIsALogicError) {
 
 // ============ the bias gradient from the dW GEMM: cuBLASLt's BGRADB epilogue ============
 // linear_backward with ParamGrads::Write lets the dW GEMM also write dbias (the BGRADB epilogue:
-// dout summed over the GEMM's k dimension, the tokens); with ParamGrads::Add, with --gemm tiled,
-// with no cuBLASLt algorithm, or for a dbias not 16-byte aligned, ONE column-sum launch writes
-// or adds it (kernels/cuda/linear.cu). Every path sums each column of dout over n = 0..N-1 in
+// dout summed over the GEMM's k dimension, the tokens); with ParamGrads::Add, with no cuBLASLt
+// algorithm, or for a dbias not 16-byte aligned, ONE column-sum launch writes or adds it
+// (kernels/cuda/linear.cu); a rung of the GEMM ladder (--gemm naive|tiled|regblock|mma) makes it
+// in its dW GEMM, written or added. Every path sums each column of dout over n = 0..N-1 in
 // order in fp32 from zero (16-bit values widen exactly), then stores the sum or adds it to the
 // start value once: exactly what the CPU backend does, so dbias is compared bit for bit (tol 0)
 // in every storage type: on the emulator, whose BGRADB epilogue sums in that order. A GPU's
@@ -1361,7 +1424,7 @@ std::vector<CaseSpec> linear_bias_grad_cases(GemmKernel gemm) {
                              const int x = c.input("inp", {p.N, p.I}, 21);
                              const int w = c.input("weight", {p.O, p.I}, 22);
                              const int dout = c.input("dout", {p.N, p.O}, 23);
-                             const double tc = act == DType::F32 || gemm == GemmKernel::Tiled ? 1.0 : 2.0;
+                             const double tc = tensor_core_factor(act, gemm);
                              // O products, onto dinp's start value when added
                              const int dx = input == InputGrad::Add
                                                 ? c.inout("dinp", {p.N, p.I}, test::random_floats(p.N * p.I, 24),
@@ -1392,10 +1455,19 @@ INSTANTIATE_TEST_SUITE_P(LinearBiasGrad, CudaOpsLinearBiasGrad,
                          ::testing::ValuesIn(linear_bias_grad_cases(GemmKernel::CublasLt)),
                          [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
 
-// The same with every GEMM on the tiled kernel (--gemm tiled): the bias gradient by the column sums.
-INSTANTIATE_TEST_SUITE_P(TiledLinearBiasGrad, CudaOpsTiledGemm,
-                         ::testing::ValuesIn(linear_bias_grad_cases(GemmKernel::Tiled)),
-                         [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
+// The same with every GEMM on a rung of the GEMM ladder: the bias gradient from the dW GEMM.
+INSTANTIATE_TEST_SUITE_P(NaiveLinearBiasGrad, CudaOpsGemm,
+                         ::testing::ValuesIn(on_rung(GemmKernel::Naive, linear_bias_grad_cases(GemmKernel::Naive))),
+                         rung_case_name);
+INSTANTIATE_TEST_SUITE_P(TiledLinearBiasGrad, CudaOpsGemm,
+                         ::testing::ValuesIn(on_rung(GemmKernel::Tiled, linear_bias_grad_cases(GemmKernel::Tiled))),
+                         rung_case_name);
+INSTANTIATE_TEST_SUITE_P(RegBlockLinearBiasGrad, CudaOpsGemm,
+                         ::testing::ValuesIn(on_rung(GemmKernel::RegBlock, linear_bias_grad_cases(GemmKernel::RegBlock))),
+                         rung_case_name);
+INSTANTIATE_TEST_SUITE_P(MmaLinearBiasGrad, CudaOpsGemm,
+                         ::testing::ValuesIn(on_rung(GemmKernel::Mma, linear_bias_grad_cases(GemmKernel::Mma))),
+                         rung_case_name);
 
 // With no cuBLASLt algorithm for any GEMM (forced), the BGRADB epilogue is declined silently
 // (an optimisation), the plain GEMMs run on the tiled kernel and the column sums make dbias:
@@ -1430,8 +1502,9 @@ namespace {
 // The work one linear_backward with a bias enqueues, counted on the emulator after a first call
 // has made the GEMM plans: with ParamGrads::Write the dinp GEMM and the dW GEMM, whose BGRADB
 // epilogue writes dbias (2; 1 without dinp); with ParamGrads::Add one column-sum launch more
-// (3); where the epilogue is not available (--gemm tiled, no cuBLASLt algorithm) also 3 in
-// Write. The results of these calls are checked by the cases above; here only the count.
+// (3); where the epilogue is not available (no cuBLASLt algorithm) also 3 in Write. On every rung
+// of the GEMM ladder the dW GEMM makes dbias, written or added: 2. The results of these calls are
+// checked by the cases above; here only the count.
 uint64_t work_of_linear_backward(Backend& be, DType act, bool with_dinp, ParamGrads grads, InputGrad input) {
   const int N = 256, I = 64, O = 192;
   OpCase c(act);
@@ -1463,11 +1536,20 @@ TEST_F(CudaTest, LinearBackwardWritingGradientsEnqueuesOnlyItsTwoGemms) {
     EXPECT_EQ(work_of_linear_backward(*cuda, act, false, ParamGrads::Write, InputGrad::Write), 1u);
     EXPECT_EQ(work_of_linear_backward(*cuda, act, true, ParamGrads::Add, InputGrad::Write), 3u);
   }
-  CudaOptions tiled;
-  tiled.gemm = GemmKernel::Tiled;
   std::string why;
-  auto tiled_backend = test::cuda_backend_or_skip(why, tiled);
-  EXPECT_EQ(work_of_linear_backward(*tiled_backend, DType::F32, true, ParamGrads::Write, InputGrad::Write), 3u);
+  for (GemmKernel rung : {GemmKernel::Naive, GemmKernel::Tiled, GemmKernel::RegBlock, GemmKernel::Mma}) {
+    CudaOptions options;
+    options.gemm = rung;
+    auto on_rung = test::cuda_backend_or_skip(why, options);
+    for (DType act : {DType::F32, DType::BF16})
+      for (ParamGrads grads : {ParamGrads::Write, ParamGrads::Add}) {
+        SCOPED_TRACE(std::string("rung ") + std::to_string(static_cast<int>(rung)) + " " + dtype_name(act) +
+                     (grads == ParamGrads::Write ? " written" : " added"));
+        testing::internal::CaptureStderr();  // the mma rung's fp32 GEMMs run on the regblock rung, said once
+        EXPECT_EQ(work_of_linear_backward(*on_rung, act, true, grads, InputGrad::Write), 2u);
+        testing::internal::GetCapturedStderr();
+      }
+  }
   ScopedEnv none("TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM", "1");
   auto fallback = test::cuda_backend_or_skip(why);  // a fresh backend: no plans yet
   testing::internal::CaptureStderr();
