@@ -175,7 +175,7 @@ std::unordered_map<uint64_t, CopyQueue> g_queues;  // by (block run, thread)
 uint64_t queue_key(const detail::BlockWatch& block, unsigned thread) { return (uint64_t{block.serial} << 32) | thread; }
 
 void land(const Copy& copy) {
-  std::memcpy(copy.dst, copy.data.data(), copy.data.size());
+  if (!copy.data.empty()) std::memcpy(copy.dst, copy.data.data(), copy.data.size());
   std::memset(copy.dst + copy.data.size(), 0, static_cast<size_t>(copy.bytes) - copy.data.size());
   // The data arrives now: a write of this thread's for racecheck (counted already at issue).
   LaunchCounters* counters = detail::g_counters;

@@ -225,7 +225,7 @@ __global__ void two_phase_kernel(unsigned* order, unsigned* tickets) {
   if (threadIdx.x == 0) order[blockIdx.x * 2 + 1] = atomicAdd(tickets, 1u);
 }
 
-TEST_F(Checks, BlocksRunInterleavedHandingOverAtBarriers) {
+TEST_F(Simt, BlocksRunInterleavedHandingOverAtBarriers) {
   for (const simt::Schedule& schedule : {kForward, kReverse}) {
     simt::set_schedule(schedule);
     unsigned* order = device<unsigned>(8);
