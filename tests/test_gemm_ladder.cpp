@@ -177,9 +177,10 @@ struct GemmShape {
   bool misaligned;  // every pointer one element past an aligned address
 };
 // k = 8 (below one mma's k of 16); m, n, k past the tiles' edges, rows of 45 elements (not a
-// multiple of 16 bytes); one k step; whole tiles of every rung; k over several tiles; misaligned.
-const GemmShape kShapes[] = {{37, 29, 8, false},     {130, 67, 45, false}, {64, 64, 16, false},
-                         {128, 128, 64, false},  {40, 24, 200, false}, {9, 17, 11, true}};
+// multiple of 16 bytes); one k step; whole tiles of every rung; k over several tiles; misaligned;
+// k = 1.
+const GemmShape kShapes[] = {{37, 29, 8, false},    {130, 67, 45, false}, {64, 64, 16, false}, {128, 128, 64, false},
+                             {40, 24, 200, false}, {9, 17, 11, true},    {3, 70, 1, false}};
 
 // The layouts of the linear ops' three GEMMs (kernels/cuda/linear.cu), with D's type there.
 struct Layout {
@@ -187,14 +188,17 @@ struct Layout {
   bool transa, transb;
   bool d_fp32;  // the weight gradient accumulates into fp32
 };
-const Layout kLayouts[] = {{"forward", true, false, false}, {"dinp", false, false, false}, {"dweight", false, true, true}};
+const Layout kLayouts[] = {
+    {"forward", true, false, false}, {"dinp", false, false, false}, {"dweight", false, true, true}};
 
 // The epilogues, each on every layout and shape: the bias (beta 0, D starts as NaN); beta 1 with
 // the bias gradient added; the bias gradient written (its start NaN).
 enum class Epilogue { Bias, AccumulateAndAddBiasGrad, WriteBiasGrad };
 const Epilogue kEpilogues[] = {Epilogue::Bias, Epilogue::AccumulateAndAddBiasGrad, Epilogue::WriteBiasGrad};
 const char* epilogue_name(Epilogue e) {
-  return e == Epilogue::Bias ? "bias" : e == Epilogue::AccumulateAndAddBiasGrad ? "beta 1, bias grad added" : "bias grad written";
+  return e == Epilogue::Bias                       ? "bias"
+         : e == Epilogue::AccumulateAndAddBiasGrad ? "beta 1, bias grad added"
+                                                   : "bias grad written";
 }
 
 struct LadderParam {
@@ -231,8 +235,8 @@ void GemmLadder::check(const Layout& layout, const GemmShape& s, Epilogue epilog
                                                 : test::nan_filled(static_cast<size_t>(m) * n);
   const std::vector<float> grad_start = accumulate ? test::random_floats(n, seed + 4) : test::nan_filled(n);
   // op(A)[i][p] and op(B)[p][j] of the stored column-major matrices
-  auto op_a = [&](int i, int q) { return double(layout.transa ? a[static_cast<size_t>(i) * k + q] : a[static_cast<size_t>(q) * m + i]); };
-  auto op_b = [&](int q, int j) { return double(layout.transb ? b[static_cast<size_t>(q) * n + j] : b[static_cast<size_t>(j) * k + q]); };
+  auto op_a = [&](size_t i, size_t q) { return double(layout.transa ? a[i * k + q] : a[q * m + i]); };
+  auto op_b = [&](size_t q, size_t j) { return double(layout.transb ? b[q * n + j] : b[j * k + q]); };
 
   DeviceBuffer dev_a(*backend_, p.ab, a, offset), dev_b(*backend_, p.ab, b, offset);
   DeviceBuffer dev_bias(*backend_, d_type, bias, offset), dev_d(*backend_, d_type, d_start, offset);

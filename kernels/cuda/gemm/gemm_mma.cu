@@ -151,15 +151,18 @@ __device__ void load_fragments(uint32_t (&regs)[4], const char* tile, bool k_maj
   auto k_at = [&](int j) { return kl + kChunkElements<T> * (place(j) / 2); };
   if constexpr (std::is_same<T, float>::value) {
     if (!k_major) {  // ldmatrix .trans moves 16-bit elements: read a lane's element of each matrix
-      for (int j = 0; j < 4; ++j)
-        regs[j] = to_tf32(*reinterpret_cast<const float*>(tile + tile_offset<T>(false, mn_at(j) + lane / 4, k_at(j) + lane % 4)));
+      for (int j = 0; j < 4; ++j) {
+        const int offset = tile_offset<T>(false, mn_at(j) + lane / 4, k_at(j) + lane % 4);
+        regs[j] = to_tf32(*reinterpret_cast<const float*>(tile + offset));
+      }
       return;
     }
   }
   // Lanes 8j..8j+7 give the addresses of matrix j's 8 rows: along mn in a k-major tile, along k
   // in an m/n-major one.
   const int j = lane / 8, r = lane % 8;
-  const char* row = tile + (k_major ? tile_offset<T>(true, mn_at(j) + r, k_at(j)) : tile_offset<T>(false, mn_at(j), k_at(j) + r));
+  const char* row =
+      tile + (k_major ? tile_offset<T>(true, mn_at(j) + r, k_at(j)) : tile_offset<T>(false, mn_at(j), k_at(j) + r));
   if (k_major)
     ldmatrix<4, false>(regs, row);
   else

@@ -71,15 +71,14 @@ __device__ void load_slice(float (&tile)[kTileK][kTileM + kTilePad], const T* x,
     const int line = c / chunks_per_line, first = (c % chunks_per_line) * kChunk;
     const int xi = x_major ? first : line, pi = x_major ? line : first;  // the chunk's first element in the tile
     const int64_t xg = x0 + xi, pg = p0 + pi;
-    const int64_t inner = x_major ? xg : pg, inner_len = x_major ? x_len : k;    // along the chunk
-    const bool outer_inside = x_major ? pg < k : xg < x_len;
+    // element e of the chunk: (xg + e, pg) when x_major, (xg, pg + e) otherwise
+    auto inside = [&](int e) { return x_major ? xg + e < x_len && pg < k : xg < x_len && pg + e < k; };
     const T* src = x_major ? x + pg * x_len + xg : x + xg * k + pg;
     Chunk<T> chunk;
-    if (vector_ok && outer_inside && inner + kChunk <= inner_len) {
+    if (vector_ok && inside(0)) {  // 16-byte aligned rows hold whole chunks: all of this one is inside
       chunk = *reinterpret_cast<const Chunk<T>*>(src);
     } else {
-      for (int e = 0; e < kChunk; ++e)
-        chunk.v[e] = outer_inside && inner + e < inner_len ? src[e] : from_float<T>(0.0f);
+      for (int e = 0; e < kChunk; ++e) chunk.v[e] = inside(e) ? src[e] : from_float<T>(0.0f);
     }
     for (int q = 0; q < kChunk; q += kQuad) {
       Float4 wide;
