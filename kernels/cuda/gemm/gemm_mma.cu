@@ -99,15 +99,20 @@ __device__ __forceinline__ int chunk_offset(int line, int chunk) {
   return line * kLineBytes + (chunk ^ (line % kChunksPerLine)) * kChunkBytes;
 }
 
+// The tile's rows are the stored matrix's: (mn) rows of kStageK elements, one line each, when
+// k-major; (kl) rows of 64 elements when m/n-major, one line each (16-bit) or two (fp32).
+template <typename T>
+__device__ __forceinline__ int lines_per_row(bool k_major) {
+  return k_major ? 1 : kTileMN * static_cast<int>(sizeof(T)) / kLineBytes;
+}
+
 // The byte offset of element (mn, kl) of an operand's tile: mn 0..63 along m (A) or n (B), kl
-// along k within the stage. The tile's rows are the stored matrix's: (mn) rows of kStageK
-// elements when k-major, (kl) rows of 64 when m/n-major, each one or two lines.
+// along k within the stage.
 template <typename T>
 __device__ __forceinline__ int tile_offset(bool k_major, int mn, int kl) {
   const int row = k_major ? mn : kl;
   const int byte_in_row = (k_major ? kl : mn) * static_cast<int>(sizeof(T));
-  const int lines_per_row = k_major ? 1 : kTileMN * static_cast<int>(sizeof(T)) / kLineBytes;
-  const int line = row * lines_per_row + byte_in_row / kLineBytes;
+  const int line = row * lines_per_row<T>(k_major) + byte_in_row / kLineBytes;
   return chunk_offset(line, byte_in_row % kLineBytes / kChunkBytes) + byte_in_row % kChunkBytes;
 }
 
@@ -116,12 +121,12 @@ __device__ __forceinline__ int tile_offset(bool k_major, int mn, int kl) {
 // 128 consecutive bytes of the stored matrix.
 template <typename T>
 __device__ void load_stage(char* tile, const MmaOperand<T>& x, int64_t mn0, int p0, int k) {
-  const int lines_per_row = x.k_major ? 1 : kTileMN * static_cast<int>(sizeof(T)) / kLineBytes;
+  const int row_lines = lines_per_row<T>(x.k_major);
   const int64_t outer_len = x.k_major ? x.mn_len : k, inner_len = x.k_major ? k : x.mn_len;
   for (int c = static_cast<int>(threadIdx.x); c < kTileLines * kChunksPerLine; c += kGemmThreads) {
     const int line = c / kChunksPerLine, chunk = c % kChunksPerLine;
-    const int row = line / lines_per_row;
-    const int first = ((line % lines_per_row) * kLineBytes + chunk * kChunkBytes) / static_cast<int>(sizeof(T));
+    const int row = line / row_lines;
+    const int first = ((line % row_lines) * kLineBytes + chunk * kChunkBytes) / static_cast<int>(sizeof(T));
     const int64_t outer = (x.k_major ? mn0 : p0) + row, inner = (x.k_major ? p0 : mn0) + first;
     const int64_t left = outer < outer_len ? inner_len - inner : 0;
     const int valid = static_cast<int>(left < 0 ? 0 : left < kChunkElements<T> ? left : kChunkElements<T>);
