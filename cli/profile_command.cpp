@@ -36,6 +36,9 @@ class ProfileCommand final : public Command {
                    "with --backend cuda-emu --estimate: run at most N blocks of each kernel launch and scale the counts "
                    "(a step too long to emulate whole; its results are wrong, its estimate is not)")
         ->check(CLI::PositiveNumber);
+    cmd.add_option("--kernel-json", kernel_json_,
+                   "with --backend cuda-emu --estimate: write the kernel model to FILE.json (tools/kernel_times.py "
+                   "sets a GPU's measured times beside it)");
   }
 
   int run() override {
@@ -53,6 +56,7 @@ class ProfileCommand final : public Command {
     profile.tf32 = gpu_.gpu.tf32;
     profile.estimate_device = estimate_;
     profile.sample_blocks = sample_blocks_;
+    profile.kernel_json_path = kernel_json_;
     check_profile_options(profile);
     auto backend = select_backend(flags_.backend, gpu_.options(), std::cout);
     gpu_.note_attention(*backend, std::cout);
@@ -67,6 +71,7 @@ class ProfileCommand final : public Command {
   std::string trace_path_;
   std::string estimate_;
   uint64_t sample_blocks_ = 0;
+  std::string kernel_json_;
 };
 
 }  // namespace

@@ -20,7 +20,7 @@ struct GpuOptions {
   AttentionKernel attention = AttentionKernel::Flash;  // --attention flash|naive|cudnn
   int device = 0;                // the CUDA device to run on: a rank's LOCAL_RANK
   bool debug_sync = false;       // --debug-sync: wait after every op, name the op that fails
-  GemmKernel gemm = GemmKernel::CublasLt;  // --gemm cublaslt|tiled: what runs the linear ops' GEMMs
+  GemmKernel gemm = GemmKernel::CublasLt;  // --gemm cublaslt|naive|tiled|regblock|mma: what runs the linear ops' GEMMs
 };
 
 // Cpu: the CPU backend. Cuda: the CUDA backend, or InputError saying why there is none.

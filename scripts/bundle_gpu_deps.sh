@@ -21,6 +21,10 @@
 #   .gpu-deps/lib/fallback/libgomp.so.1, libgcc_s.so.1 GCC runtime parts; used only where
 #                                        the GPU machine has none (CMake decides)
 #   .gpu-deps/googletest/                a copy of /usr/src/googletest (its sources)
+#   .gpu-deps/kernel_model/seed_{fp32,bf16}.json   the kernel model of the seed step, made here
+#                                        on the emulator (profile --backend cuda-emu --estimate
+#                                        h200 --kernel-json; needs build/tinytrain): gpu_check's
+#                                        kernel_model step sets the GPU's times beside it
 #   .gpu-deps/MANIFEST                   what came from where, with package versions
 #
 # No symlinks anywhere: the transfer does not carry them, so every file is a real copy.
@@ -83,6 +87,15 @@ while read -r soname path; do
   esac
 done <<< "$deps"
 [ -f "$tmp/lib/libgfortran.so.5" ] || die "expected libgfortran.so.5 among OpenBLAS's dependencies"
+
+# The kernel model of the seed step on the emulator (the GPU machine builds no emulator, and its
+# compiler has no plugin headers to count arithmetic with).
+[ -x "$root/build/tinytrain" ] || die "build/tinytrain missing: build first (scripts/setup.sh) for the kernel model"
+mkdir -p "$tmp/kernel_model"
+for precision in fp32 bf16; do
+  "$root/build/tinytrain" profile --backend cuda-emu --estimate h200 --steps 2 --precision "$precision" \
+    --kernel-json "$tmp/kernel_model/seed_$precision.json" > /dev/null || die "the kernel model ($precision) failed"
+done
 
 pkgver() { dpkg-query -W -f='${Package} ${Version}\n' "$1" 2>/dev/null || echo "$1 (version unknown)"; }
 {

@@ -47,19 +47,23 @@
 #   seed_gemm_tiled     10     3   the same GPU run with --gemm tiled against the CPU's losses
 #   cudnn_attention     20     8   verify bf16/fp16 --attention cudnn (cuDNN must serve it), and
 #                                  20 steps of bf16 training with it
-#   graph_bits          15     5   the seed workload with --cuda-graph on and off: the same
+#   graph_bits          10     5   the seed workload with --cuda-graph on and off: the same
 #                                  losses and a byte-identical final checkpoint
 #   nccl_tests          30    20   ctest -L nccl: the communicator with 2 ranks on the GPU
 #   nccl_train_ranks    35    25   tests/nccl/train_ranks.sh: 2 NCCL ranks against one process
 #   nccl_busbw          15     8   nccl_busbw --ranks 2, 1 MiB..64 MiB (loopback sockets)
 #   sanitizer_memcheck  15     8   compute-sanitizer --tool T on 3 steps of the seed workload
 #   sanitizer_racecheck 15     8     and on ops check --backend cuda: any error fails the step
-#   sanitizer_synccheck 15     8
+#   sanitizer_synccheck 10     8
 #   sanitizer_initcheck 15     8
 #   doctor              15    10   tinytrain doctor --backend cuda (peaks saved under cache/)
 #   profile             10     4   profile of the seed workload, fp32 (Chrome trace) and bf16, each
 #                                   with the H200 model's times beside the measured ones
-#   bench               35    20   tools/bench_gpu.py, seed config: tinytrain fp32 (graph on and
+#   kernel_model        15    12   tools/kernel_times.py: every kernel of the seed step timed here
+#                                  (Nsight Systems, 20 steps, fp32 and bf16) beside the kernel
+#                                  model the emulator made (.gpu-deps/kernel_model/); no nsys: not
+#                                  run
+#   bench               30    20   tools/bench_gpu.py, seed config: tinytrain fp32 (graph on and
 #                                  off), bf16, bf16 with cuDNN; PyTorch eager fp32/bf16; bench.json
 #   attention_bench     30    25   tools/bench_attention.py: flash, naive and cuDNN attention
 #                                  (ops perf --attention-sweep) and PyTorch's SDPA, bf16, B4 12
@@ -69,8 +73,8 @@
 #                                  cores, test_cli.cpp's 28.6 s compile the longest) and ctest's
 #                                  other tests (CPU suites, CLI, doctor; not the emulated ones):
 #                                  only with time left
-# Caps: 10+25+80+10+20+70+25+25+10+20+15+30+35+15+4x15+15+10+35+30 = 540 s = 9 minutes, with
-# ctest_other on what the others leave unused. Expected (the middle column) about 260 s: these
+# Caps: 10+25+80+10+20+70+25+25+10+20+10+30+35+15+15+15+10+15+15+10+15+30+30 = 540 s = 9
+# minutes, with ctest_other on what the others leave unused. Expected (the middle column) about 260 s: these
 # are guesses, no GPU has run this yet; summary.json has each step's seconds to set them by.
 # The build's is an estimate: the gpu_check_build targets of this configuration took 388 s of
 # CPU time (user + sys, no ccache) on the project's 2-core development machine (AMD EPYC), 24 s
@@ -368,6 +372,17 @@ s_profile() {
   "$BIN" profile --backend cuda --steps 5 --estimate h200 --trace "$out/profile_seed.json" &&
     "$BIN" profile --backend cuda --precision bf16 --steps 5 --estimate h200
 }
+s_kernel_model() {  # each kernel measured here beside the model the emulator made of it (docs/profiling.md)
+  local precision py="" c rc=0
+  for c in python3 /usr/bin/python3 python; do command -v "$c" >/dev/null && { py=$(command -v "$c"); break; }; done
+  for precision in fp32 bf16; do
+    local model="$root/.gpu-deps/kernel_model/seed_$precision.json"
+    [ -f "$model" ] || { echo "no $model: scripts/bundle_gpu_deps.sh makes it where the emulator runs"; return 1; }
+    "$py" "$root/tools/kernel_times.py" --tinytrain "$BIN" --model "$model" --precision "$precision" --steps 20 \
+      --timeout $(((GC_LIMIT - 2) / 2)) --json "$out/kernel_times_$precision.json" || rc=$?
+  done
+  return $rc
+}
 s_bench() {  # bench_gpu.py gets its own budget, 5 s inside the step's limit: it ends and writes bench.json itself
   local limit=$GC_LIMIT
   [ "$limit" -ge 15 ] || { echo "$limit s left: too little for the benchmark"; return 1; }
@@ -399,7 +414,8 @@ s_ctest_other() {  # the rest of the build, then everything not run above (CI ru
 }
 export -f number need worst_err_over_tol s_machine s_configure s_build s_binary s_ops_check run_ctest s_cuda_tests s_verify \
   train_logged compare_losses cpu_reference s_seed_vs_cpu s_seed_gemm_tiled cudnn_served s_cudnn_attention \
-  s_graph_bits s_nccl_tests s_nccl_train_ranks s_nccl_busbw s_sanitizer s_doctor s_profile s_bench s_attention_bench \
+  s_graph_bits s_nccl_tests s_nccl_train_ranks s_nccl_busbw s_sanitizer s_doctor s_profile s_kernel_model s_bench \
+  s_attention_bench \
   s_ctest_other
 
 # ---- the run ----------------------------------------------------------------------------------------
@@ -416,17 +432,18 @@ plan=(
   "seed_vs_cpu 25 s_seed_vs_cpu"
   "seed_gemm_tiled 10 s_seed_gemm_tiled"
   "cudnn_attention 20 s_cudnn_attention"
-  "graph_bits 15 s_graph_bits"
+  "graph_bits 10 s_graph_bits"
   "nccl_tests 30 s_nccl_tests"
   "nccl_train_ranks 35 s_nccl_train_ranks"
   "nccl_busbw 15 s_nccl_busbw"
   "sanitizer_memcheck 15 s_sanitizer memcheck"
   "sanitizer_racecheck 15 s_sanitizer racecheck"
-  "sanitizer_synccheck 15 s_sanitizer synccheck"
+  "sanitizer_synccheck 10 s_sanitizer synccheck"
   "sanitizer_initcheck 15 s_sanitizer initcheck"
   "doctor 15 s_doctor"
   "profile 10 s_profile"
-  "bench 35 s_bench"
+  "kernel_model 15 s_kernel_model"
+  "bench 30 s_bench"
   "attention_bench 30 s_attention_bench"
   "ctest_other $budget s_ctest_other"
 )

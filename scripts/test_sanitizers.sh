@@ -26,8 +26,9 @@
 #   - CudaRecompute.*, CudaGradAccumulation.*: their CPU twins (Recompute.*,
 #     GradAccumulation.*) run the same trainer code here, and their kernels the op tests;
 #   - verify_cuda_emu_bf16/fp16: the 16-bit kernels run here in the op tests, the 16-bit
-#     trainer paths in verify_cpu_bf16/fp16; verify_cuda_emu_tiled_gemm*: the tiled GEMM runs
-#     here in the op tests' TiledGemm cases, the rest of the step in verify_cuda_emu_fp32;
+#     trainer paths in verify_cpu_bf16/fp16; verify_cuda_emu_<rung>_gemm*: the GEMM ladder's
+#     rungs run here in the op tests' {Naive,Tiled,RegBlock,Mma}Gemm cases and test_gemm_ladder,
+#     the rest of the step in verify_cuda_emu_fp32;
 #   - pytorch_parity.full_size_gelu: three quarters of its time is PyTorch making the
 #     reference (10 s, then verify 3 s); the engine's part, fp32 steps at the seed's sizes,
 #     runs here in MixedPrecisionSeedWorkload, and verify's code in verify_cpu*;
@@ -82,7 +83,7 @@ if [ "$phase" = all ] || [ "$phase" = test ]; then
   export TINYTRAIN_TEST_REDUCED=1
   export OMP_WAIT_POLICY=PASSIVE  # as scripts/test.sh: OpenMP threads sleep, not spin, while they wait
   # What the header leaves out: the C++ covered otherwise, then the tests that run scripts only.
-  left_out='^(forward|reverse)\.|CudaTraining|CudaRecompute|CudaGradAccumulation|verify_cuda_emu_(bf16|fp16|tiled_gemm_)|^pytorch_parity\.|^verify_catches_mistakes$'
+  left_out='^(forward|reverse)\.|CudaTraining|CudaRecompute|CudaGradAccumulation|verify_cuda_emu_(bf16|fp16|[a-z]+_gemm_)|^pytorch_parity\.|^verify_catches_mistakes$'
   left_out+='|^gpu_check\.verdict$|^bench_attention\.|^toy_lm_tools\.|^layering|^compare_step_losses\.can_fail$|^simt_mutants\.missing_file_fails$'
   ctest --output-on-failure -j "$(nproc)" -LE mutants -E "$left_out"
   cd ..

@@ -268,6 +268,8 @@ void retire_finished_blocks(GridRun& grid) {
 // block drawn at random. Null when no resident block has a runnable thread.
 BlockRun* next_block_to_run(GridRun& grid) {
   if (grid.finished_block) retire_finished_blocks(grid);
+  // The common case, first: the running block goes on (g_run is null once its block retired).
+  if (grid.order != Order::Random && g_run && !g_run->runnable.empty() && !g_run->hand_over) return g_run;
   std::vector<std::unique_ptr<BlockRun>>& blocks = grid.resident;
   if (grid.order == Order::Random) {
     size_t candidates = 0;

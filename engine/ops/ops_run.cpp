@@ -12,6 +12,7 @@
 #include "engine/config.h"
 #include "engine/ops/op_harness.h"
 #include "engine/profile/device_model.h"
+#include "engine/profile/kernel_estimate.h"
 #include "engine/profile/kernel_model.h"
 #include "engine/profile/profile_report.h"
 #include "engine/profile/step_estimate.h"
@@ -127,6 +128,9 @@ int run_modelled(const OpsOptions& o, Backend& backend, std::ostream& out) {
   std::snprintf(line, sizeof line, "%-5s %-37s%-54s%-6s %8s %10s %-8s %10s %8s", "", "op", "shape", "dtype",
                 "kernels", "model us", "bound", "ideal us", "x ideal");
   out << line << std::endl;
+  std::snprintf(line, sizeof line, "%-5s   %-41s%s %10s %-8s", "", "kernel", kernel_counts_header().c_str(), "model us",
+                "bound");
+  out << line << std::endl;
   for (const OpCaseSpec& spec : selected_cases(o)) {
     const OpTiming t = time_case(prepared(spec.make(), *reference), backend, 0, 0.0, 1, [] { simt::set_counting(true); });
     backend.synchronize();
@@ -146,9 +150,10 @@ int run_modelled(const OpsOptions& o, Backend& backend, std::ostream& out) {
                   spec.shape.c_str(), dtype_label(spec.dtype), launches.size(), model_us,
                   launches.empty() ? "-" : pipe_name(bound), ideal.us, ideal.us > 0 ? model_us / ideal.us : 0.0);
     out << line << std::endl;
-    for (const simt::LaunchRecord& launch : launches) {  // each kernel: what it is and what bounds it
+    for (const simt::LaunchRecord& launch : launches) {  // each kernel: its counts, its time, what bounds it
       const LaunchModel m = model_launch(launch, device);
-      std::snprintf(line, sizeof line, "%-5s   %-89s %8s %10.2f %-8s", "MODEL", launch.kernel.c_str(), "", m.modelled_us,
+      std::snprintf(line, sizeof line, "%-5s   %-41s%s %10.2f %-8s", "MODEL", launch.kernel.c_str(),
+                    launch.library ? "  (library: its ideal)" : kernel_counts(launch.counters).c_str(), m.modelled_us,
                     pipe_name(m.bound));
       out << line << std::endl;
     }

@@ -35,6 +35,23 @@ KernelEstimate estimate_kernels(const StepProfile& counted, const DeviceModel& d
   return e;
 }
 
+std::string kernel_counts_header() {
+  char text[96];
+  std::snprintf(text, sizeof text, "%9s %9s %9s %8s %9s %9s", "dram MB", "smem wf", "fp32 GF", "sfu M", "mma GF",
+                "inst M");
+  return text;
+}
+
+std::string kernel_counts(const simt::LaunchCounters& c) {
+  char text[96];
+  std::snprintf(text, sizeof text, "%9.3f %9.3f %9.4f %8.3f %9.4f %9.3f",
+                static_cast<double>(c.global_load_sectors + c.global_store_sectors + c.global_atomics) * 32 / 1e6,
+                static_cast<double>(c.shared_load_wavefronts + c.shared_store_wavefronts) / 1e6,
+                static_cast<double>(c.fp32_ops) / 1e9, static_cast<double>(c.special_ops) / 1e6,
+                static_cast<double>(c.mma_flops()) / 1e9, static_cast<double>(c.statements) / 32 / 1e6);
+  return text;
+}
+
 namespace {
 
 constexpr int kNameColumn = 46;
@@ -52,9 +69,8 @@ void print_kernel_estimate(const KernelEstimate& e, const StepEstimate& ideal, s
          "(dram, shared, fp32, special, tensor, issue; engine/profile/kernel_model.h) + "
       << d.node_latency_us << " us. Inputs: " << d.kernel_sources << "; " << d.sources << '\n';
   char line[512];
-  std::snprintf(line, sizeof line, "%-5s %-*s %4s %5s %4s %9s %9s %9s %8s %9s %9s %-7s %10s", "", kNameColumn,
-                "op / kernel", "runs", "grid", "occ", "dram MB", "smem wf", "fp32 GF", "sfu M", "mma GF", "inst M",
-                "bound", "model us");
+  std::snprintf(line, sizeof line, "%-5s %-*s %4s %5s %4s %s %-7s %10s", "", kNameColumn, "op / kernel", "runs",
+                "grid", "occ", kernel_counts_header().c_str(), "bound", "model us");
   const std::string rule(std::char_traits<char>::length(line), '-');
   out << line << '\n' << rule << '\n';
   for (const std::string& op : e.ops) {
@@ -73,17 +89,11 @@ void print_kernel_estimate(const KernelEstimate& e, const StepEstimate& ideal, s
                       kNameColumn - 2, shortened(k.kernel + " (library: ideal)", kNameColumn - 2).c_str(), k.launches,
                       "-", "-", "-", "-", "-", "-", "-", "-", pipe_name(bound), k.modelled_us);
       } else {
-        const double dram_mb = static_cast<double>(c.global_load_sectors + c.global_store_sectors + c.global_atomics) *
-                                32 / 1e6;
         char grid[16];
         std::snprintf(grid, sizeof grid, "%llu", static_cast<unsigned long long>(c.blocks / std::max(k.launches, 1)));
-        std::snprintf(line, sizeof line, "%-5s   %-*s %4d %5s %4d %9.3f %9.3f %9.4f %8.3f %9.4f %9.3f %-7s %10.2f",
-                      "MODEL", kNameColumn - 2, shortened(k.kernel, kNameColumn - 2).c_str(), k.launches, grid,
-                      k.blocks_per_sm, dram_mb,
-                      static_cast<double>(c.shared_load_wavefronts + c.shared_store_wavefronts) / 1e6,
-                      static_cast<double>(c.fp32_ops) / 1e9, static_cast<double>(c.special_ops) / 1e6,
-                      static_cast<double>(c.mma_flops()) / 1e9, static_cast<double>(c.statements) / 32 / 1e6,
-                      pipe_name(bound), k.modelled_us);
+        std::snprintf(line, sizeof line, "%-5s   %-*s %4d %5s %4d %s %-7s %10.2f", "MODEL", kNameColumn - 2,
+                      shortened(k.kernel, kNameColumn - 2).c_str(), k.launches, grid, k.blocks_per_sm,
+                      kernel_counts(c).c_str(), pipe_name(bound), k.modelled_us);
       }
       out << line << '\n';
     }
@@ -109,6 +119,26 @@ void print_kernel_estimate(const KernelEstimate& e, const StepEstimate& ideal, s
                 e.modelled_us, d.description.c_str(), ideal.total.modelled_us,
                 ideal.total.modelled_us > 0 ? e.modelled_us / ideal.total.modelled_us : 0.0);
   out << line << std::endl;
+}
+
+nlohmann::json kernel_estimate_json(const KernelEstimate& e, const StepEstimate& ideal) {
+  nlohmann::json kernels = nlohmann::json::array();
+  for (const KernelRow& k : e.kernels) {
+    nlohmann::json pipes = nlohmann::json::object();
+    for (int p = 0; p < kPipes; ++p) pipes[pipe_name(p)] = k.pipe_us[p];
+    kernels.push_back({{"op", k.op},
+                       {"kernel", k.kernel},
+                       {"launches", k.launches},
+                       {"library", k.library},
+                       {"modelled_us", k.modelled_us},
+                       {"pipes_us", pipes}});
+  }
+  return {{"what", "a MODEL of each kernel of one training step, from the SIMT emulator's counts"},
+          {"device", ideal.device.name},
+          {"gemm_precision", ideal.gemm_precision},
+          {"inputs", ideal.device.kernel_sources + "; " + ideal.device.sources},
+          {"step_modelled_us", e.modelled_us},
+          {"kernels", kernels}};
 }
 
 }  // namespace tt

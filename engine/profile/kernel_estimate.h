@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "engine/profile/device_model.h"
 #include "engine/profile/kernel_model.h"
 #include "engine/profile/profiler.h"
@@ -33,10 +35,20 @@ struct KernelEstimate {
   double modelled_us = 0;                  // every launch of the step
 };
 
+// A kernel's counts as the tables print them, with their header: dram MB (the sectors its warps
+// requested x 32 bytes), shared-memory wavefronts (millions), fp32 GFLOP, special-function calls
+// (millions), mma GFLOP, warp instructions (millions).
+std::string kernel_counts_header();
+std::string kernel_counts(const simt::LaunchCounters& c);
+
 // `counted`: a step recorded in counting mode with the emulator counting (every op's launches).
 KernelEstimate estimate_kernels(const StepProfile& counted, const DeviceModel& device);
 
 // The table: kernels, then ops against their ideal bound (`ideal`, the same step's op estimate).
 void print_kernel_estimate(const KernelEstimate& kernels, const StepEstimate& ideal, std::ostream& out);
+
+// The kernels as JSON (profile --kernel-json): what tools/kernel_times.py sets beside the times a
+// GPU measures for the same kernels (scripts/gpu_check.sh).
+nlohmann::json kernel_estimate_json(const KernelEstimate& kernels, const StepEstimate& ideal);
 
 }  // namespace tt

@@ -5,6 +5,7 @@
 #include <optional>
 #include <vector>
 
+#include "data/file_io.h"
 #include "engine/backend_select.h"
 #include "engine/profile/chrome_trace.h"
 #include "engine/profile/kernel_estimate.h"
@@ -28,6 +29,9 @@ void check_profile_options(const ProfileOptions& o) {
     throw InputError("invalid config: profile --estimate '" + o.estimate_device + "' is not a device the model knows (" +
                      known + ")");
   }
+  if (!o.kernel_json_path.empty() && (!runs_emulated(o.backend) || o.estimate_device.empty()))
+    throw InputError("invalid config: profile --kernel-json writes the kernel model of --estimate on the emulator: it "
+                     "needs --backend cuda-emu and --estimate");
   if (o.sample_blocks > 0 && (!runs_emulated(o.backend) || o.estimate_device.empty()))
     throw InputError("invalid config: profile --sample-blocks samples the emulator's blocks for --estimate: it needs "
                      "--backend cuda-emu and --estimate");
@@ -147,9 +151,14 @@ void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
         estimate_step(counted, device, gemm_precision(backend.name(), o.train.precision, o.tf32));
     const bool on_gpu = backend.name() == "cuda" && !emulated;
     print_step_estimate(estimate, on_gpu ? &summary : nullptr, out);
-    if (emulated)
-      print_kernel_estimate(estimate_kernels(counted, device), estimate, out);
-    else
+    if (emulated) {
+      const KernelEstimate kernels = estimate_kernels(counted, device);
+      print_kernel_estimate(kernels, estimate, out);
+      if (!o.kernel_json_path.empty()) {
+        write_file_atomically(o.kernel_json_path, kernel_estimate_json(kernels, estimate).dump(1) + "\n");
+        out << "kernels: written to " << o.kernel_json_path << '\n';
+      }
+    } else
       out << "kernels: the per-kernel model needs the emulator's counts: the same command with --backend cuda-emu "
              "prints it\n";
   }

@@ -24,6 +24,8 @@ struct ProfileOptions {
   // counts are scaled to the grid (simt::set_block_sampling), so a step too long to emulate whole
   // (GPT-2 small) can still be estimated. Nothing the steps compute is right; 0: every block.
   uint64_t sample_blocks = 0;
+  // --kernel-json FILE (cuda-emu, with --estimate): the kernel model as JSON (tools/kernel_times.py).
+  std::string kernel_json_path;
 };
 
 // Throws InputError for fewer than 2 steps, an --estimate device the model does not know, or
