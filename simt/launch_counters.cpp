@@ -8,7 +8,6 @@
 #include <algorithm>
 #include <cstdint>
 #include <initializer_list>
-#include <cstring>
 #include <string>
 #include <unordered_map>
 #include <utility>
@@ -180,11 +179,9 @@ namespace detail {
 
 LaunchCounters* g_counters = nullptr;
 
-void counting_launch_begin(const char* kernel, const char* file, int line, cuda_api::dim3 grid, cuda_api::dim3 block) {
+void counting_launch_begin(const char* kernel, cuda_api::dim3 grid, cuda_api::dim3 block) {
   g_current = LaunchRecord{};
   g_current.kernel = kernel;
-  const char* base = std::strrchr(file, '/');
-  g_current.site = std::string(base ? base + 1 : file) + ":" + std::to_string(line);
   g_current.grid = grid;
   g_current.block = block;
   g_current.counters.blocks = uint64_t{grid.x} * grid.y * grid.z;

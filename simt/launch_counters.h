@@ -53,7 +53,6 @@ struct LaunchCounters {
 // One kernel launch (or one call of an emulated library, `library`), with what it did.
 struct LaunchRecord {
   std::string kernel;  // the kernel as its launch names it: "layernorm_forward_kernel<S>"
-  std::string site;    // the launch's file:line
   cuda_api::dim3 grid, block;
   LaunchCounters counters;
   uint64_t blocks_run = 0;  // blocks the emulator ran: all, or a sample (set_block_sampling)
@@ -83,7 +82,7 @@ void record_library_call(const char* name, double flops, uint64_t bytes, const s
 namespace detail {
 // The running launch's counters in counting mode, else null: events count with one test.
 extern LaunchCounters* g_counters;
-void counting_launch_begin(const char* kernel, const char* file, int line, cuda_api::dim3 grid, cuda_api::dim3 block);
+void counting_launch_begin(const char* kernel, cuda_api::dim3 grid, cuda_api::dim3 block);
 void counting_launch_end(uint64_t blocks_run);
 // One thread's access, grouped with its warp's accesses of the same instruction.
 void count_access(BlockWatch& block, unsigned thread, const void* addr, size_t bytes, AccessKind kind, bool shared,

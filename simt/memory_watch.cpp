@@ -346,7 +346,7 @@ void watch_access(const void* addr, size_t bytes, AccessKind kind, const void* p
   }
 }
 
-void watch_launch_begin(uint64_t) {
+void watch_launch_begin() {
   ++g_launch;
   g_clock = 1;
   g_events.clear();

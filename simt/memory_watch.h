@@ -113,7 +113,7 @@ void watch_access(const void* addr, size_t bytes, AccessKind kind, const void* p
 const SharedArray* shared_array_of(const void* addr, size_t bytes);
 
 // Scheduler events.
-void watch_launch_begin(uint64_t blocks);
+void watch_launch_begin();
 void watch_launch_end();
 void watch_block_begin(BlockWatch& block);  // a fresh serial; arrays come and go with the block
 void watch_block_end(BlockWatch& block);

@@ -742,8 +742,8 @@ std::string run_grid(const GridLaunch& launch) {
   g_run = nullptr;
   detail::g_block_dim = launch.block;
   detail::g_grid_dim = g;
-  detail::watch_launch_begin(blocks);
-  if (counting()) detail::counting_launch_begin(launch.kernel, launch.file, launch.line, g, launch.block);
+  detail::watch_launch_begin();
+  if (counting()) detail::counting_launch_begin(launch.kernel, g, launch.block);
 
   retire_finished_blocks(grid);  // admits the first blocks
   for (;;) {
