@@ -28,6 +28,7 @@
 #include "simt/cublaslt_api.h"
 #include "simt/device_memory.h"
 #include "simt/launch_counters.h"
+#include "simt/memory_watch.h"
 
 namespace simt::cuda_api {
 
@@ -138,8 +139,9 @@ size_t span_bytes(const LtMatrixLayout& l) {
 }
 
 // initcheck for a library's operands (simt/device_memory.h): the first of them with a byte no
-// one wrote since cudaMalloc, named, or "".
+// one wrote since cudaMalloc, named, or "" (always "" where kernels' stores go unseen).
 std::string unwritten_operand(std::initializer_list<std::pair<const char*, std::pair<const void*, size_t>>> operands) {
+  if (!detail::kernel_writes_tracked()) return "";
   for (const auto& [name, range] : operands) {
     const int64_t at = detail::first_unwritten(range.first, range.second);
     if (at >= 0)

@@ -17,6 +17,8 @@
 
 namespace simt {
 
+bool counting_available() { return detail::memory_watch_available() && op_counts_available(); }
+
 void LaunchCounters::add(const LaunchCounters& o) {
   global_load_bytes += o.global_load_bytes;
   global_store_bytes += o.global_store_bytes;

@@ -64,6 +64,10 @@ struct LaunchRecord {
   std::string library_precision;  // the GEMM's input precision: fp32, tf32, bf16, fp16
 };
 
+// Whether this build counts: the memory watch sees the accesses and the op-count plugin the
+// arithmetic (a GCC build; not the clang sanitizer build). Where it does not, counting mode
+// records launches with zero counts, which no model may read (ops perf, profile --estimate refuse).
+bool counting_available();
 // Counting mode: while on, every launch adds a LaunchRecord. Off by default.
 void set_counting(bool on);
 bool counting();

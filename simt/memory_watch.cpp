@@ -300,6 +300,7 @@ void atomic_begins() { g_in_atomic = true; }
 void atomic_ends() { g_in_atomic = false; }
 
 bool memory_watch_available() { return TINYTRAIN_SIMT_WATCH; }
+bool kernel_writes_tracked() { return TINYTRAIN_SIMT_WATCH && g_memcheck; }
 
 unsigned BlockWatch::lanes_in_warp(unsigned warp) const {
   const unsigned n = dims.x * dims.y * dims.z;

@@ -104,6 +104,11 @@ void atomic_ends();
 // CMakeLists.txt, simt_watch_accesses). Without it the checks and the memory counts are off.
 bool memory_watch_available();
 
+// Whether kernels' stores set initcheck's bits (simt/device_memory.h) now: the watch is built
+// and the memory checks are on. Without it a library's initcheck (simt/cublaslt.cpp) would
+// take a kernel's output for memory nothing wrote, so it checks nothing.
+bool kernel_writes_tracked();
+
 // Every instrumented load and store while a kernel thread runs, checks or counting on
 // (simt/access_hooks.cpp asks first). `pc`: the instruction (for the
 // source line of a report and the grouping of a warp's accesses into one instruction).

@@ -365,14 +365,15 @@ cudaError_t cudaMalloc(void** ptr, size_t bytes) {
 }
 
 cudaError_t cudaFree(void* ptr) {
-  if (g_sticky != cudaSuccess) return g_sticky;
-  if (!ptr) return cudaSuccess;
-  if (refused_during_capture()) return cudaErrorStreamCaptureUnsupported;
+  if (!ptr) return g_sticky;
+  if (g_sticky == cudaSuccess && refused_during_capture()) return cudaErrorStreamCaptureUnsupported;
   const detail::DeviceAllocation* a = detail::find_allocation(ptr);
-  if (!a || a->begin != ptr) return fail(cudaErrorInvalidDevicePointer);
+  if (!a || a->begin != ptr) return g_sticky != cudaSuccess ? g_sticky : fail(cudaErrorInvalidDevicePointer);
+  // After a fault a GPU's context is gone and cudaFree says so; the emulator still hands the
+  // host memory back, so a process that reports a fault and exits leaks nothing.
   detail::unregister_allocation(ptr);
   std::free(ptr);
-  return cudaSuccess;
+  return g_sticky;
 }
 
 cudaError_t cudaMallocHost(void** ptr, size_t bytes) {

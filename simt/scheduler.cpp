@@ -42,7 +42,6 @@ namespace {
 constexpr int kWarpSize = 32;
 constexpr size_t kStaticSharedLimit = 48 * 1024;  // static __shared__ per block, as on every GPU since Volta
 constexpr unsigned char kSharedFill = 0xff;       // new shared memory reads as NaN (float) or -1 (int)
-constexpr unsigned kNone = ~0u;
 // Blocks resident at once. Forward and reverse keep two and hand over at every barrier; random
 // keeps four and picks among them at every scheduling point: more orders of the blocks' work.
 constexpr size_t kResidentBlocks = 2;

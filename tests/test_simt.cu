@@ -625,4 +625,38 @@ TEST_F(Simt, CublasLtRefusesWhatTheLibraryRefuses) {
   }
 }
 
+__global__ void fill_kernel(float* out, float value) { out[threadIdx.x] = value; }
+
+// cuBLASLt's initcheck sees kernels' stores only through the memory watch: where it is built and
+// the memory checks are on, an operand nothing wrote is a fault and one a kernel wrote is not;
+// elsewhere (checks off, the sanitizer build) it checks nothing rather than take a kernel's
+// output for unwritten memory (doctor's GEMM probe, whose operands a kernel fills, once did).
+TEST_F(Simt, CublasLtInitcheckSeesKernelsStoresOrChecksNothing) {
+  Gemm g(8, 8, 8, false, false, CUDA_R_32F, CUDA_R_32F);
+  cublasLtMatmulAlgo_t algo;
+  ASSERT_EQ(g.heuristic(&algo), CUBLAS_STATUS_SUCCESS);
+  const std::vector<float> ones(64, 1.0f);
+  for (bool checks : {true, false}) {
+    simt::set_checks(checks);
+    float* A = device<float>(64);
+    float* B = device<float>(64, ones);
+    float* D = device<float>(64);
+    fill_kernel<<<1, 64>>>(A, 2.0f);
+    ASSERT_EQ(g.run(A, B, D, 0.0f, &algo), CUBLAS_STATUS_SUCCESS);
+    ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "checks " << checks;
+    EXPECT_EQ(host(D, 64), std::vector<float>(64, 16.0f));  // 8 products of 2 x 1
+    float* never_written = device<float>(64);
+    ASSERT_EQ(g.run(never_written, B, D, 0.0f, &algo), CUBLAS_STATUS_SUCCESS);
+    if (checks && simt::detail::memory_watch_available()) {
+      const std::string f = fault();
+      EXPECT_NE(f.find("initcheck): cublasLtMatmul reads matrix A, whose byte 0 (of 256) was never written"),
+                std::string::npos)
+          << f;
+      cudaDeviceReset();
+    } else {
+      EXPECT_EQ(cudaDeviceSynchronize(), cudaSuccess) << "checks " << checks;
+    }
+  }
+}
+
 }  // namespace

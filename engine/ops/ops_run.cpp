@@ -111,6 +111,9 @@ constexpr int kMaxCalls = 1000;
 // on an H200 twice: from those counts (engine/profile/kernel_model.h) and by its ideal bytes and
 // FLOPs (engine/profile/step_estimate.h, the lower bound). Emulated times say nothing of a GPU.
 int run_modelled(const OpsOptions& o, Backend& backend, std::ostream& out) {
+  if (!simt::counting_available())
+    throw InputError("ops perf --backend cuda-emu models each case from the emulator's counts, and this build counts "
+                     "nothing (no memory watch, no op-count plugin: the clang sanitizer build); run a GCC build");
   const DeviceModel device = *find_device_model("h200");
   if (o.sample_blocks > 0) {
     simt::set_block_sampling(o.sample_blocks);

@@ -19,6 +19,19 @@
 
 namespace tt {
 
+namespace {
+
+// Whether this build's emulator counts what its kernels do (simt/launch_counters.h).
+bool emulator_counts() {
+#ifdef TINYTRAIN_HAVE_SIMT
+  return simt::counting_available();
+#else
+  return false;
+#endif
+}
+
+}  // namespace
+
 void check_profile_options(const ProfileOptions& o) {
   if (o.train.run.steps < 2)
     throw InputError("invalid config: profile --steps must be at least 2 (the first step is a warm-up, not counted), got " +
@@ -32,6 +45,9 @@ void check_profile_options(const ProfileOptions& o) {
   if (!o.kernel_json_path.empty() && (!runs_emulated(o.backend) || o.estimate_device.empty()))
     throw InputError("invalid config: profile --kernel-json writes the kernel model of --estimate on the emulator: it "
                      "needs --backend cuda-emu and --estimate");
+  if (!o.kernel_json_path.empty() && !emulator_counts())
+    throw InputError("invalid config: profile --kernel-json writes the emulator's counts modelled, and this build "
+                     "counts nothing (the clang sanitizer build); run a GCC build");
   if (o.sample_blocks > 0 && (!runs_emulated(o.backend) || o.estimate_device.empty()))
     throw InputError("invalid config: profile --sample-blocks samples the emulator's blocks for --estimate: it needs "
                      "--backend cuda-emu and --estimate");
@@ -151,7 +167,10 @@ void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
         estimate_step(counted, device, gemm_precision(backend.name(), o.train.precision, o.tf32));
     const bool on_gpu = backend.name() == "cuda" && !emulated;
     print_step_estimate(estimate, on_gpu ? &summary : nullptr, out);
-    if (emulated) {
+    if (emulated && !emulator_counts()) {
+      out << "kernels: no per-kernel model: this build's emulator counts nothing (no memory watch, no op-count "
+             "plugin: the clang sanitizer build); a GCC build prints it\n";
+    } else if (emulated) {
       const KernelEstimate kernels = estimate_kernels(counted, device);
       print_kernel_estimate(kernels, estimate, out);
       if (!o.kernel_json_path.empty()) {
