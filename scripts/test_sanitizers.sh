@@ -39,7 +39,8 @@
 #     instrument: gpu_check.verdict (scripts/gpu_check.sh's verdict on fake steps, 25 s),
 #     bench_attention.self_test (the attention benchmark's parsing),
 #     toy_lm_tools.* (the Python tools, 9 s), layering* and compare_step_losses.can_fail
-#     (shell), simt_mutants.missing_file_fails (simt/run_mutants.py on a fake build). They
+#     (shell), simt_mutants.missing_file_fails and simt_mutants.apply (simt/run_mutants.py on
+#     a fake build, and on simt/mutants.txt alone). They
 #     run in the release tree's CPU stage, with the same result.
 # At reduced size (TINYTRAIN_TEST_REDUCED, tests/reduced_size.h), each test alone on 2 cores:
 #   - MixedPrecisionSeedWorkload.LossCurvesStayWithinAQuarterUTimesLossOfFp32: 10 steps of the
@@ -84,7 +85,7 @@ if [ "$phase" = all ] || [ "$phase" = test ]; then
   export OMP_WAIT_POLICY=PASSIVE  # as scripts/test.sh: OpenMP threads sleep, not spin, while they wait
   # What the header leaves out: the C++ covered otherwise, then the tests that run scripts only.
   left_out='^(forward|reverse)\.|CudaTraining|CudaRecompute|CudaGradAccumulation|verify_cuda_emu_(bf16|fp16|[a-z]+_gemm_)|^pytorch_parity\.|^verify_catches_mistakes$'
-  left_out+='|^gpu_check\.verdict$|^bench_attention\.|^toy_lm_tools\.|^layering|^compare_step_losses\.can_fail$|^simt_mutants\.missing_file_fails$'
+  left_out+='|^gpu_check\.verdict$|^bench_attention\.|^toy_lm_tools\.|^layering|^compare_step_losses\.can_fail$|^simt_mutants\.missing_file_fails$|^simt_mutants\.apply$'
   ctest --output-on-failure -j "$(nproc)" -LE mutants -E "$left_out"
   cd ..
 fi

@@ -5,6 +5,8 @@ the suite's schedules, and reports the tests that failed. A mutant that no test 
 this script.
 
   run_mutants.py BUILD_DIR [-jN] [--every-schedule] [NAME ...]      (default: every mutant)
+  run_mutants.py --check       only that every mutant applies: its file exists and its `find`
+                               occurs `occurrence` times (seconds, no build: ctest simt_mutants.apply)
 
 A mutant of a header (`file` a .cuh) names the kernel file compiled with it (`via`): that file is
 compiled with a mutated copy of the header found first on the include path. A mutant of the
@@ -75,7 +77,29 @@ def run(cmd, cwd, **kw):
     return subprocess.run(cmd, cwd=cwd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, **kw)
 
 
+def unappliable(mutants):
+    """The lines saying which mutants no longer apply to their file (a kernel edited since)."""
+    problems = []
+    for m in mutants:
+        path = os.path.join(SOURCE, m["file"])
+        if not os.path.exists(path):
+            problems.append(f"mutant {m['name']}: {m['file']} does not exist")
+            continue
+        with open(path, encoding="utf-8") as f:
+            text = f.read()
+        try:
+            mutate(text, unescape(m["find"]), unescape(m["replace"]), int(m["occurrence"]), m["file"])
+        except SystemExit as e:
+            problems.append(f"mutant {m['name']}: cannot apply it: {e}")
+    return problems
+
+
 def main(argv):
+    if argv[1:] == ["--check"]:
+        mutants = read_mutants()
+        problems = unappliable(mutants)
+        print("\n".join(problems) if problems else f"all {len(mutants)} mutants apply to their files")
+        return 1 if problems else 0
     every_schedule = "--every-schedule" in argv[1:]
     jobs = [int(a[2:]) for a in argv[1:] if re.fullmatch(r"-j[0-9]+", a)] or [os.cpu_count() or 1]
     jobs = max(jobs[-1], 1)
@@ -111,6 +135,10 @@ def main(argv):
             return os.path.normpath(os.path.join(SOURCE, compiled_file(m)))
         return os.path.normpath(os.path.join(simt_gen, os.path.basename(compiled_file(m))[:-3] + ".cpp"))
 
+    problems = unappliable(mutants)  # before an hour of builds stops at the first one
+    if problems:
+        print("\n".join(problems))
+        return 1
     for m in mutants:
         if generated_of(m) not in compile_commands:
             print(f"mutant {m['name']}: {compiled_file(m)} is not in the emulated build (no {generated_of(m)} in "

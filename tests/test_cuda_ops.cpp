@@ -446,13 +446,50 @@ std::vector<CaseSpec> linear_cases(DType act = DType::F32) { return linear_gemm_
 // Run by the default CUDA backend (flash attention) in AllOps, and by one with --attention naive
 // in NaiveAttention below. T not a multiple of the 32-row tile (13, 67, 130), T = 1, head sizes
 // 8 to 128 (and 16), causal and not, dropout 0 to 0.5.
+struct AttentionParams {
+  int B, T, NH, HS;
+  bool causal;
+  float p;
+  int KVH = 0;  // grouped key/value heads; 0: NH
+};
+
+CaseSpec attention_case(AttentionParams p, DType act) {
+  const std::string name = "attention_B" + std::to_string(p.B) + "_T" + std::to_string(p.T) + "_NH" +
+                           std::to_string(p.NH) + (p.KVH ? "_KVH" + std::to_string(p.KVH) : std::string()) +
+                           "_HS" + std::to_string(p.HS) + (p.causal ? "_causal" : "_full") + "_p" + num(p.p);
+  return {name + dtype_suffix(act), [p, act] {
+           OpCase c(act);
+           const AttentionShape s{p.B, p.T, p.NH, p.HS, p.causal, p.KVH};
+           const int C = p.NH * p.HS, W = static_cast<int>(s.layout().width());
+           // Scores are HS-term dot products, the softmax sums T exps, each output sums T
+           // weighted values (+1 for the dropout scale), and the flash kernel rescales its
+           // running sums once per 32-key tile and divides once (T/32 + 2); lse carries
+           // the sum's error, absolute. The backward runs its own HS- and T-term sums on
+           // top of the forward's lse and out: twice the budget (as the CPU tests).
+           const double fwd = reduction_tol(p.HS + 2 * p.T + p.T / 32 + 3);
+           const int step = c.scalar_i32("step", 7, false);
+           const int qkv = c.input("qkv", {p.B, p.T, W}, 31, -1.5f, 1.5f);
+           const int dout = c.input("dout", {p.B, p.T, C}, 32);
+           const int out = c.output("out", {p.B, p.T, C}, fwd);
+           const int lse = c.output_f32("lse", {p.B, p.NH, p.T}, fwd);
+           // 16-bit: another 2u for the out the flash backward reads, which each backend
+           // rounded from its own fp32 result (file comment). A shared key or value head
+           // sums its group's heads' gradients: their budgets add up.
+           const int dqkv = c.output("dqkv", {p.B, p.T, W}, s.layout().group() * (2.0 * fwd + storage_tol(act)));
+           const int dout_dot_out = c.output_f32("dout_dot_out", {p.B, p.NH, p.T}, -1.0);
+           const float drop = p.p;
+           c.run = [=](Backend& be, const std::vector<Tensor>& v) {
+             const DropoutMask mask =
+                 mask_at(v, step, drop, 0x1234abcd5678ull, 2, DropoutSite::AttentionWeights);
+             be.attention_forward(v[out], v[lse], v[qkv], s, mask);
+             be.attention_backward(v[dqkv], v[dout_dot_out], v[dout], v[qkv], v[out], v[lse], s, mask);
+           };
+           return c;
+         }};
+}
+
 std::vector<CaseSpec> attention_cases(DType act = DType::F32) {
-  struct P {
-    int B, T, NH, HS;
-    bool causal;
-    float p;
-    int KVH = 0;  // grouped key/value heads; 0: NH
-  };
+  using P = AttentionParams;
   std::vector<CaseSpec> specs;
   const std::vector<P> shapes =
       act == DType::F32
@@ -465,40 +502,7 @@ std::vector<CaseSpec> attention_cases(DType act = DType::F32) {
                            P{2, 13, 4, 32, true, 0.1f},  P{1, 67, 2, 64, true, 0.2f},
                            P{2, 67, 1, 128, false, 0.0f}, P{1, 130, 3, 16, false, 0.5f},
                            P{2, 37, 4, 16, true, 0.1f, 2}};
-  for (P p : shapes) {
-    const std::string name = "attention_B" + std::to_string(p.B) + "_T" + std::to_string(p.T) + "_NH" +
-                             std::to_string(p.NH) + (p.KVH ? "_KVH" + std::to_string(p.KVH) : std::string()) +
-                             "_HS" + std::to_string(p.HS) + (p.causal ? "_causal" : "_full") + "_p" + num(p.p);
-    specs.push_back({name + dtype_suffix(act), [p, act] {
-                       OpCase c(act);
-                       const AttentionShape s{p.B, p.T, p.NH, p.HS, p.causal, p.KVH};
-                       const int C = p.NH * p.HS, W = static_cast<int>(s.layout().width());
-                       // Scores are HS-term dot products, the softmax sums T exps, each output sums T
-                       // weighted values (+1 for the dropout scale), and the flash kernel rescales its
-                       // running sums once per 32-key tile and divides once (T/32 + 2); lse carries
-                       // the sum's error, absolute. The backward runs its own HS- and T-term sums on
-                       // top of the forward's lse and out: twice the budget (as the CPU tests).
-                       const double fwd = reduction_tol(p.HS + 2 * p.T + p.T / 32 + 3);
-                       const int step = c.scalar_i32("step", 7, false);
-                       const int qkv = c.input("qkv", {p.B, p.T, W}, 31, -1.5f, 1.5f);
-                       const int dout = c.input("dout", {p.B, p.T, C}, 32);
-                       const int out = c.output("out", {p.B, p.T, C}, fwd);
-                       const int lse = c.output_f32("lse", {p.B, p.NH, p.T}, fwd);
-                       // 16-bit: another 2u for the out the flash backward reads, which each backend
-                       // rounded from its own fp32 result (file comment). A shared key or value head
-                       // sums its group's heads' gradients: their budgets add up.
-                       const int dqkv = c.output("dqkv", {p.B, p.T, W}, s.layout().group() * (2.0 * fwd + storage_tol(act)));
-                       const int dout_dot_out = c.output_f32("dout_dot_out", {p.B, p.NH, p.T}, -1.0);
-                       const float drop = p.p;
-                       c.run = [=](Backend& be, const std::vector<Tensor>& v) {
-                         const DropoutMask mask =
-                             mask_at(v, step, drop, 0x1234abcd5678ull, 2, DropoutSite::AttentionWeights);
-                         be.attention_forward(v[out], v[lse], v[qkv], s, mask);
-                         be.attention_backward(v[dqkv], v[dout_dot_out], v[dout], v[qkv], v[out], v[lse], s, mask);
-                       };
-                       return c;
-                     }});
-  }
+  for (P p : shapes) specs.push_back(attention_case(p, act));
   return specs;
 }
 
@@ -1204,6 +1208,48 @@ TEST_P(CudaFlashAttention, AgreesWithNaiveAndRepeatsBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(FlashAttention, CudaFlashAttention, ::testing::ValuesIn(attention_cases()),
                          [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
+
+// A softmax row with one key (T = 1, and a causal sequence's first query) has weight 1 whatever
+// its score, so that row's score gradient is exactly zero, and with it the query's dq (and, at
+// T = 1, every key's dk). The flash backward's D = dout . out and dP = dout . v are one sum in two
+// orders whose difference is rounding noise, which AdamW would turn into lr-sized moves of the q
+// and k weights: every rung must give the exact zero, with dropout, in fp32 and bf16.
+TEST_F(CudaTest, ASingleKeyRowHasAnExactlyZeroScoreGradientOnEveryRung) {
+  CudaOptions naive_options;
+  naive_options.attention = AttentionKernel::Naive;
+  std::string why;
+  const std::unique_ptr<Backend> naive = test::cuda_backend_or_skip(why, naive_options);
+  ASSERT_TRUE(naive) << why;
+  const std::vector<std::pair<std::string, Backend*>> rungs = {
+      {"cpu", cpu.get()}, {"flash", cuda.get()}, {"naive", naive.get()}};
+  for (DType act : {DType::F32, DType::BF16}) {
+    const AttentionParams one_token{2, 1, 2, 16, false, 0.1f}, causal{2, 37, 2, 16, true, 0.1f};
+    for (const AttentionParams p : {one_token, causal}) {
+      const CaseSpec spec = attention_case(p, act);
+      const OpCase c = spec.make();
+      size_t dqkv = 0;
+      while (c.tensors[dqkv].name != "dqkv") ++dqkv;
+      const int64_t C = p.NH * p.HS, W = 3 * C;  // q, k, v parts of each token's row
+      const int64_t zero_width = p.T == 1 ? 2 * C : C;  // dq of token 0; at T = 1 its dk too
+      for (const auto& [rung, backend] : rungs) {
+        const std::vector<float> g = run_on(*backend, c).f32[dqkv];
+        int nonzero_elsewhere = 0;  // the gradient is not zero everywhere: dv, and the other rows
+        for (int64_t b = 0; b < p.B; ++b) {
+          for (int64_t t = 0; t < p.T; ++t) {
+            for (int64_t i = 0; i < W; ++i) {
+              const float value = g[(b * p.T + t) * W + i];
+              if (t == 0 && i < zero_width)
+                ASSERT_EQ(value, 0.0f) << spec.name << " on " << rung << ": sequence " << b << " element " << i;
+              else
+                nonzero_elsewhere += value != 0.0f;
+            }
+          }
+        }
+        EXPECT_GT(nonzero_elsewhere, 0) << spec.name << " on " << rung;
+      }
+    }
+  }
+}
 
 // Sets an environment variable for one scope.
 class ScopedEnv {

@@ -10,8 +10,11 @@
 // backward needs to recompute any weight: P_j = exp(s_j - lse).
 // The backward: dP_j = dropout_j (dout . v_j) and dS_j = P_j (dP_j - D), where the row term
 // D = sum_j P_j dP_j equals rowsum(dout * out) (out already holds the dropped-out weights), so it
-// is one dot product per row, computed first. Then dq_t = scale sum_j dS_tj k_j (per query row)
-// and dk_j = scale sum_t dS_tj q_t, dv_j = sum_t dropout_tj P_tj dout_t (per key row).
+// is one dot product per row, computed first. A row with a single key (T = 1, or a causal
+// sequence's first query) has dS = 0 exactly, as the CPU's P (dP - P dP) gives it; D and dP
+// would differ there by rounding, so those rows write the zero itself. Then
+// dq_t = scale sum_j dS_tj k_j (per query row) and dk_j = scale sum_t dS_tj q_t,
+// dv_j = sum_t dropout_tj P_tj dout_t (per key row).
 //
 // Decomposition (attention_tiles.cuh): one warp per row, kRowsPerBlock = 8 rows of one (b,h) per
 // block, tiles of kTile = 32 keys (or queries) through shared memory, one per lane.
@@ -211,7 +214,9 @@ __global__ void __launch_bounds__(kThreads)
       for (int d = 0; d < HS; ++d) score += q_s[d] * k_row[d];
       for (int d = 0; d < HS; ++d) dov += do_s[d] * v_row[d];
       const float P = expf(score - row_lse);
-      g = P * (factor * dov - D) * scale;
+      // dS = P (dP - D) is exactly 0 when the row has one key (softmax of one score is 1 whatever the
+      // score), but dP and D are sums of the same products in different orders: keep the zero exact
+      g = r.visible == 1 ? 0.0f : P * (factor * dov - D) * scale;
     }
     const int keys = min(kTile, r.visible - tile);
     for (int j = 0; j < keys; ++j) {
@@ -322,7 +327,8 @@ __global__ void __launch_bounds__(kThreads)
               p > 0.0f ? dropout_scale(key, dropout.index_offset + static_cast<uint64_t>((head + t) * T + key_row), p)
                        : 1.0f;
           w = factor * P;
-          g = P * (factor * dov - d_s[j]) * scale;
+          const bool one_key = (causal ? t + 1 : T) == 1;  // the query's row of weights has this key only
+          g = one_key ? 0.0f : P * (factor * dov - d_s[j]) * scale;
         }
         w_s[threadIdx.x] = w;
         g_s[threadIdx.x] = g;
