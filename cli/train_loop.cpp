@@ -333,8 +333,10 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
         trainer.graph_replays() > 0 ? " | " + std::to_string(trainer.graph_replays()) + " steps replayed a CUDA graph" : "";
     const std::optional<GraphNodeCount> nodes = trainer.graph_nodes();
     const std::string graph_nodes = nodes ? " | " + graph_nodes_text(*nodes) : "";
-    log << line << speed_fields(ms) << ranks << graphs << graph_nodes << (o.mfu.note.empty() ? "" : " (" + o.mfu.note + ")")
-        << std::endl;
+    // GEMMs that ran on a slower kernel than asked (said once each on stderr as they happened)
+    const std::string fallbacks = backend.gemm_fallbacks().empty() ? "" : " | " + backend.gemm_fallbacks();
+    log << line << speed_fields(ms) << ranks << graphs << graph_nodes << fallbacks
+        << (o.mfu.note.empty() ? "" : " (" + o.mfu.note + ")") << std::endl;
   }
 }
 

@@ -103,6 +103,10 @@ class Backend {
   virtual void replay_graph() {}
   // The nodes of the graph the last end_capture recorded (all zero without graphs).
   virtual GraphNodeCount captured_graph_nodes() const { return {}; }
+  // The GEMMs (distinct shapes) that ran on a slower kernel than the one asked for, and why, for
+  // the run's summary line ("done: ..."): "" when none did. Each is also said once on stderr
+  // when it first happens.
+  virtual std::string gemm_fallbacks() const { return ""; }
 
   // ---- observability: named scopes and op timing (`tinytrain profile`, engine/profile/profiler.h) ----
   // range_push/range_pop bracket a named part of the step ("forward", "layer 0", "optimizer"),

@@ -177,6 +177,49 @@ cudaError_t cudaFuncGetName(const char** name, Kernel* func) {
   return cudaFuncGetName(name, reinterpret_cast<const void*>(func));
 }
 
+// ---- the driver API's subset that tinytrain reaches through the runtime ----
+// cudaGetDriverEntryPointByVersion hands out the driver's functions, so a program calls them
+// without linking libcuda. Here they are the emulator's, with the driver's names and types.
+// A library's kernel node is where the two APIs differ, as on a GPU: its kernel was loaded by the
+// library (cuBLASLt's own module), not registered with the runtime, so
+// cudaGraphKernelNodeGetParams fails with cudaErrorInvalidDeviceFunction while the driver's
+// cuGraphKernelNodeGetParams gives it as a CUkernel (func null) that cuKernelGetName names. Our
+// own kernels' nodes give func, which cuFuncGetName names.
+#define CUDAAPI
+using CUresult = int;
+constexpr CUresult CUDA_SUCCESS = 0;
+constexpr CUresult CUDA_ERROR_INVALID_VALUE = 1;
+constexpr CUresult CUDA_ERROR_NOT_FOUND = 500;
+struct CUfunc_st;
+struct CUkern_st;
+struct CUctx_st;
+using CUfunction = CUfunc_st*;
+using CUkernel = CUkern_st*;
+using CUcontext = CUctx_st*;
+using CUgraphNode = cudaGraphNode_t;  // one handle type for both APIs, as in the toolkit
+struct CUDA_KERNEL_NODE_PARAMS {      // the toolkit's CUDA_KERNEL_NODE_PARAMS_v2
+  CUfunction func;
+  unsigned int gridDimX, gridDimY, gridDimZ;
+  unsigned int blockDimX, blockDimY, blockDimZ;
+  unsigned int sharedMemBytes;
+  void** kernelParams;
+  void** extra;
+  CUkernel kern;  // the kernel when func is null
+  CUcontext ctx;
+};
+enum cudaDriverEntryPointQueryResult {
+  cudaDriverEntryPointSuccess = 0,
+  cudaDriverEntryPointSymbolNotFound = 1,
+  cudaDriverEntryPointVersionNotSufficent = 2,
+};
+constexpr unsigned long long cudaEnableDefault = 0x0;
+// The emulated driver offers cuGraphKernelNodeGetParams (12.0 and later), cuFuncGetName and
+// cuKernelGetName (12.3 and later): an earlier cudaVersion is
+// cudaDriverEntryPointVersionNotSufficent, any other symbol cudaDriverEntryPointSymbolNotFound.
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr, unsigned int cudaVersion,
+                                             unsigned long long flags,
+                                             cudaDriverEntryPointQueryResult* driverStatus = nullptr);
+
 // Per-kernel attributes are keyed by the kernel's address, as the runtime's template overload does.
 cudaError_t cudaFuncSetAttribute(const void* kernel, cudaFuncAttribute attr, int value);
 template <typename Kernel>

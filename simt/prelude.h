@@ -8,6 +8,9 @@
 // (tensor views, the Backend interface, CudaOptions, the shared host/device math) are included
 // here first, while `tt` is still tt, so inside tt::emu they are the engine's own.
 #pragma once
+// The shared host/device formulas' mul_rn/add_rn hold each rounded value here, where the
+// kernels are compiled with -ffp-contract=fast (kernels/common/host_device.h).
+#define TINYTRAIN_SIMT_KERNEL_CODE 1
 #include <algorithm>
 #include <cmath>
 #include <cstdint>

@@ -17,6 +17,7 @@
 #include <cstring>
 #include <functional>
 #include <map>
+#include <set>
 #include <string>
 #include <vector>
 
@@ -36,6 +37,7 @@ using Work = std::function<cudaError_t()>;
 struct GraphNode {
   cudaGraphNodeType type = cudaGraphNodeTypeKernel;
   cudaKernelNodeParams kernel{};  // kernel nodes: the kernel's address and launch shape
+  bool library = false;           // a library's kernel: the runtime cannot name it (the driver can)
   Work work;
 };
 
@@ -76,6 +78,7 @@ std::map<const char*, size_t> g_host_allocations;    // pinned host memory (devi
 std::map<const void*, int> g_dynamic_shared_limit;  // kernel -> cudaFuncAttributeMaxDynamicSharedMemorySize
 std::vector<Stream*> g_capturing;                   // streams being captured
 std::map<const void*, const char*> g_kernel_names;  // kernel -> its name (cudaFuncGetName)
+std::set<const void*> g_library_kernels;            // those a library launched: the driver names them
 Stream g_legacy_stream;                             // the default (null) stream
 uint64_t g_work_enqueued = 0;                       // see work_items_enqueued()
 
@@ -160,8 +163,10 @@ bool dim_ok(unsigned v, unsigned limit) { return v >= 1 && v <= limit; }
 cudaError_t enqueue_work(cudaStream_t stream, const void* library_kernel, const char* name,
                          std::function<cudaError_t()> work) {
   g_kernel_names[library_kernel] = name;
+  g_library_kernels.insert(library_kernel);
   GraphNode node;
   node.kernel.func = const_cast<void*>(library_kernel);
+  node.library = true;
   return enqueue(stream, node, std::move(work));
 }
 
@@ -590,6 +595,7 @@ cudaError_t cudaGraphNodeGetType(cudaGraphNode_t node, cudaGraphNodeType* pType)
 cudaError_t cudaGraphKernelNodeGetParams(cudaGraphNode_t node, cudaKernelNodeParams* pNodeParams) {
   if (g_sticky != cudaSuccess) return g_sticky;
   if (!node || !pNodeParams || node->type != cudaGraphNodeTypeKernel) return fail(cudaErrorInvalidValue);
+  if (node->library) return fail(cudaErrorInvalidDeviceFunction);  // not a kernel the runtime registered
   *pNodeParams = node->kernel;
   return cudaSuccess;
 }
@@ -598,8 +604,67 @@ cudaError_t cudaFuncGetName(const char** name, const void* func) {
   if (g_sticky != cudaSuccess) return g_sticky;
   if (!name || !func) return fail(cudaErrorInvalidValue);
   auto it = g_kernel_names.find(func);
-  if (it == g_kernel_names.end()) return fail(cudaErrorInvalidDeviceFunction);
+  if (it == g_kernel_names.end() || g_library_kernels.count(func)) return fail(cudaErrorInvalidDeviceFunction);
   *name = it->second;
+  return cudaSuccess;
+}
+
+namespace {
+
+// The emulated driver's functions (cudaGetDriverEntryPointByVersion). A CUfunction or CUkernel
+// here is the kernel's address, as func is in the runtime's node parameters.
+CUresult driver_graph_kernel_node_get_params(CUgraphNode node, CUDA_KERNEL_NODE_PARAMS* params) {
+  if (!node || !params || node->type != cudaGraphNodeTypeKernel) return CUDA_ERROR_INVALID_VALUE;
+  const cudaKernelNodeParams& k = node->kernel;
+  *params = CUDA_KERNEL_NODE_PARAMS{};
+  void* kernel = k.func;
+  if (node->library)
+    params->kern = static_cast<CUkernel>(kernel);
+  else
+    params->func = static_cast<CUfunction>(kernel);
+  params->gridDimX = k.gridDim.x;
+  params->gridDimY = k.gridDim.y;
+  params->gridDimZ = k.gridDim.z;
+  params->blockDimX = k.blockDim.x;
+  params->blockDimY = k.blockDim.y;
+  params->blockDimZ = k.blockDim.z;
+  params->sharedMemBytes = k.sharedMemBytes;
+  return CUDA_SUCCESS;
+}
+
+CUresult driver_name_of(const char** name, const void* kernel) {
+  if (!name || !kernel) return CUDA_ERROR_INVALID_VALUE;
+  auto it = g_kernel_names.find(kernel);
+  if (it == g_kernel_names.end()) return CUDA_ERROR_NOT_FOUND;
+  *name = it->second;
+  return CUDA_SUCCESS;
+}
+CUresult driver_func_get_name(const char** name, CUfunction func) { return driver_name_of(name, func); }
+CUresult driver_kernel_get_name(const char** name, CUkernel kernel) { return driver_name_of(name, kernel); }
+
+}  // namespace
+
+cudaError_t cudaGetDriverEntryPointByVersion(const char* symbol, void** funcPtr, unsigned int cudaVersion,
+                                             unsigned long long flags, cudaDriverEntryPointQueryResult* driverStatus) {
+  if (!symbol || !funcPtr || flags != cudaEnableDefault) return fail(cudaErrorInvalidValue);
+  struct Entry {
+    const char* symbol;
+    unsigned int since;  // the CUDA version that brought this form of it
+    void* function;
+  };
+  const Entry entries[] = {
+      {"cuGraphKernelNodeGetParams", 12000, reinterpret_cast<void*>(&driver_graph_kernel_node_get_params)},
+      {"cuFuncGetName", 12030, reinterpret_cast<void*>(&driver_func_get_name)},
+      {"cuKernelGetName", 12030, reinterpret_cast<void*>(&driver_kernel_get_name)},
+  };
+  cudaDriverEntryPointQueryResult result = cudaDriverEntryPointSymbolNotFound;
+  *funcPtr = nullptr;
+  for (const Entry& e : entries) {
+    if (std::strcmp(symbol, e.symbol) != 0) continue;
+    result = cudaVersion >= e.since ? cudaDriverEntryPointSuccess : cudaDriverEntryPointVersionNotSufficent;
+    if (result == cudaDriverEntryPointSuccess) *funcPtr = e.function;
+  }
+  if (driverStatus) *driverStatus = result;
   return cudaSuccess;
 }
 

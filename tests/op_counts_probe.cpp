@@ -1,6 +1,8 @@
 // Probe functions for tests/test_op_counts.cpp: code of known arithmetic, compiled with the
 // operation-counting plugin (simt/op_count_plugin.cpp) and the emulated kernels' flags (-O3
-// -march=x86-64-v3 -ffp-contract=off), so the test can check the counters' deltas exactly.
+// -march=x86-64-v3) but for contraction, off here (the kernels have -ffp-contract=fast) so that
+// each probe's operations are those its source writes, and on in contracted() alone; the test
+// can then check the counters' deltas exactly.
 // Inputs come through parameters and the functions are noinline: nothing folds at compile
 // time, and each call runs exactly the code below. The counts each one must add are derived in
 // the test, next to its declarations.

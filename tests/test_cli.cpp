@@ -828,8 +828,10 @@ TEST(CliTrainGood, GemmLadderOnTheEmulatorLogsTheCpusLosses) {
     SCOPED_TRACE(emu.describe());
     ASSERT_TRUE(emu.exited && emu.exit_code == 0);
     expect_the_cpus_losses(emu, cpu, 2);
+    const std::string done = emu.out_lines().back();
     if (std::string(rung) != "mma") {
       EXPECT_EQ(emu.err, "");
+      EXPECT_FALSE(contains(done, "GEMM fallbacks")) << done;
       continue;
     }
     std::istringstream said(emu.err);
@@ -841,6 +843,27 @@ TEST(CliTrainGood, GemmLadderOnTheEmulatorLogsTheCpusLosses) {
       EXPECT_TRUE(lines.insert(line).second) << "said twice: " << line;
     }
     EXPECT_FALSE(lines.empty());
+    // ...and the summary counts them: one per GEMM said on stderr
+    EXPECT_TRUE(contains(done, " | GEMM fallbacks: " + std::to_string(lines.size()) + " mma -> regblock")) << done;
+  }
+  // cuBLASLt without an algorithm for any GEMM (the emulated heuristic told to find none): the
+  // tiled rung runs each, said once on stderr and counted in the summary.
+  {
+    Flags on_cublaslt = flags;
+    on_cublaslt.emplace_back("--backend", "cuda-emu");
+    setenv("TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM", "1", 1);
+    const CliResult emu = run_command(train_args(on_cublaslt), dir.path(), 300.0);
+    unsetenv("TINYTRAIN_SIMT_CUBLASLT_NO_ALGORITHM");
+    SCOPED_TRACE(emu.describe());
+    ASSERT_TRUE(emu.exited && emu.exit_code == 0);
+    expect_the_cpus_losses(emu, cpu, 2);
+    std::istringstream said(emu.err);
+    int tiled = 0;
+    for (std::string line; std::getline(said, line);)
+      tiled += line.rfind("tinytrain: cuBLASLt has no algorithm for the GEMM ", 0) == 0;
+    EXPECT_GT(tiled, 0) << emu.err;
+    const std::string done = emu.out_lines().back();
+    EXPECT_TRUE(contains(done, " | GEMM fallbacks: " + std::to_string(tiled) + " cuBLASLt -> tiled")) << done;
   }
   const CliResult bad = run_command(train_args({{"--gemm", "cublas"}}), dir.path());
   expect_user_error(bad, {"--gemm", "cublas"});

@@ -545,9 +545,41 @@ TEST_F(Simt, GraphNodesSayWhatTheyAre) {
   const char* name = nullptr;
   ASSERT_EQ(cudaFuncGetName(&name, add_kernel), cudaSuccess);
   EXPECT_STREQ(name, "add_kernel");
-  ASSERT_EQ(cudaGraphKernelNodeGetParams(nodes[3], &params), cudaSuccess);
-  ASSERT_EQ(cudaFuncGetName(&name, params.func), cudaSuccess);
+  // cuBLASLt's kernel: not one the runtime registered, as on a GPU (where this call gives
+  // cudaErrorInvalidDeviceFunction for the nodes of cuBLASLt's and cuDNN's kernels)...
+  EXPECT_EQ(cudaGraphKernelNodeGetParams(nodes[3], &params), cudaErrorInvalidDeviceFunction);
+  EXPECT_EQ(cudaGetLastError(), cudaErrorInvalidDeviceFunction);
+  // ...but the driver names it: a CUkernel, func null. Our kernel's node gives its CUfunction.
+  void* entry = nullptr;
+  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuGraphKernelNodeGetParams", &entry, 12030, cudaEnableDefault, &status),
+            cudaSuccess);
+  ASSERT_EQ(status, cudaDriverEntryPointSuccess);
+  const auto node_params = reinterpret_cast<CUresult (*)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*)>(entry);
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuKernelGetName", &entry, 12030, cudaEnableDefault, &status), cudaSuccess);
+  const auto kernel_name = reinterpret_cast<CUresult (*)(const char**, CUkernel)>(entry);
+  ASSERT_EQ(cudaGetDriverEntryPointByVersion("cuFuncGetName", &entry, 12030, cudaEnableDefault, &status), cudaSuccess);
+  const auto func_name = reinterpret_cast<CUresult (*)(const char**, CUfunction)>(entry);
+  CUDA_KERNEL_NODE_PARAMS driver{};
+  ASSERT_EQ(node_params(nodes[3], &driver), CUDA_SUCCESS);
+  EXPECT_EQ(driver.func, nullptr);
+  ASSERT_NE(driver.kern, nullptr);
+  ASSERT_EQ(kernel_name(&name, driver.kern), CUDA_SUCCESS);
   EXPECT_NE(std::string(name).find("gemm"), std::string::npos) << name;
+  ASSERT_EQ(node_params(nodes[0], &driver), CUDA_SUCCESS);
+  EXPECT_EQ(reinterpret_cast<void*>(driver.func), reinterpret_cast<void*>(add_kernel));
+  EXPECT_EQ(driver.gridDimX, 2u);
+  EXPECT_EQ(driver.blockDimX, 4u);
+  ASSERT_EQ(func_name(&name, driver.func), CUDA_SUCCESS);
+  EXPECT_STREQ(name, "add_kernel");
+  EXPECT_EQ(node_params(nodes[1], &driver), CUDA_ERROR_INVALID_VALUE);  // a memset node
+  // a symbol the emulated driver lacks, or a version before the one that has it
+  EXPECT_EQ(cudaGetDriverEntryPointByVersion("cuLaunchKernel", &entry, 12030, cudaEnableDefault, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaDriverEntryPointSymbolNotFound);
+  EXPECT_EQ(entry, nullptr);
+  EXPECT_EQ(cudaGetDriverEntryPointByVersion("cuFuncGetName", &entry, 12000, cudaEnableDefault, &status), cudaSuccess);
+  EXPECT_EQ(status, cudaDriverEntryPointVersionNotSufficent);
+  EXPECT_EQ(entry, nullptr);
   EXPECT_EQ(cudaGraphKernelNodeGetParams(nodes[1], &params), cudaErrorInvalidValue);  // a memset node
   EXPECT_EQ(cudaFuncGetName(&name, &count), cudaErrorInvalidDeviceFunction);          // not a kernel
   cudaGetLastError();

@@ -38,7 +38,7 @@ struct AdamWStepScalars {
 TT_HD AdamWStepScalars adamw_step_scalars(const AdamWHyper& h, double lr, int64_t t) {
   const double steps = static_cast<double>(t);
   AdamWStepScalars s;
-  s.decay = static_cast<float>(1.0 - lr * h.weight_decay);
+  s.decay = static_cast<float>(sub_rn(1.0, mul_rn(lr, h.weight_decay)));
   s.beta1 = static_cast<float>(h.beta1);
   s.one_minus_beta1 = static_cast<float>(1.0 - h.beta1);
   s.beta2 = static_cast<float>(h.beta2);
@@ -56,8 +56,8 @@ TT_HD AdamWStepScalars adamw_step_scalars(const AdamWHyper& h, double lr, int64_
 // in fp32 as the norm of the per-parameter norms: the two agree to a few fp32 ulps, and the
 // factor is rounded to fp32 once). coef = max_norm / (norm + 1e-6), at most 1.
 TT_HD float clip_coefficient(double max_norm, float grad_norm_sq, float inv_scale) {
-  const double total_norm = sqrt(static_cast<double>(grad_norm_sq)) * static_cast<double>(inv_scale);
-  const double coef = max_norm / (total_norm + 1e-6);
+  const double total_norm = mul_rn(sqrt(static_cast<double>(grad_norm_sq)), static_cast<double>(inv_scale));
+  const double coef = max_norm / add_rn(total_norm, 1e-6);
   return coef < 1.0 ? static_cast<float>(coef) : 1.0f;
 }
 
@@ -68,12 +68,15 @@ TT_HD float unscaled_clipped_grad(float g, float inv_scale, bool clip, float coe
   return clip ? unscaled * coef : unscaled;
 }
 
+// Every product that meets a sum is rounded as written (mul_rn, add_rn: host_device.h), so
+// the CPU and a GPU that contracts multiply-adds give the same bits; sqrtf and / are correctly
+// rounded on both (nvcc's defaults -prec-sqrt=true, -prec-div=true).
 TT_HD void adamw_update(float* param, float* exp_avg, float* exp_avg_sq, float grad, const AdamWStepScalars& s) {
-  const float p = *param * s.decay;
-  const float m = *exp_avg * s.beta1 + grad * s.one_minus_beta1;
-  const float v = *exp_avg_sq * s.beta2 + grad * grad * s.one_minus_beta2;
+  const float p = mul_rn(*param, s.decay);
+  const float m = add_rn(mul_rn(*exp_avg, s.beta1), mul_rn(grad, s.one_minus_beta1));
+  const float v = add_rn(mul_rn(*exp_avg_sq, s.beta2), mul_rn(grad * grad, s.one_minus_beta2));
   const float denom = sqrtf(v) / s.bias_correction2_sqrt + s.eps;
-  *param = p - s.step_size * (m / denom);
+  *param = sub_rn(p, mul_rn(s.step_size, m / denom));
   *exp_avg = m;
   *exp_avg_sq = v;
 }

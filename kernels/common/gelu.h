@@ -12,7 +12,7 @@ TT_HD float gelu(float x) { return 0.5f * x * (1.0f + erff(x * 0.707106781186547
 TT_HD float gelu_grad(float x) {
   float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
   float pdf = 0.39894228040143268f * expf(-0.5f * x * x);
-  return cdf + x * pdf;
+  return add_rn(cdf, mul_rn(x, pdf));
 }
 
 }  // namespace tt

@@ -34,9 +34,9 @@ TT_HD double scheduled_lr(double peak, const LrSchedule& s, int64_t step) {
   const double progress = static_cast<double>(step - s.warmup_steps) / static_cast<double>(span);
   if (s.kind == LrScheduleKind::Cosine) {
     const double pi = 3.141592653589793;  // Python's math.pi
-    return s.min_lr + 0.5 * (peak - s.min_lr) * (1.0 + cos(pi * progress));
+    return add_rn(s.min_lr, mul_rn(0.5 * (peak - s.min_lr), 1.0 + cos(pi * progress)));
   }
-  return peak - (peak - s.min_lr) * progress;
+  return sub_rn(peak, mul_rn(peak - s.min_lr, progress));
 }
 
 }  // namespace tt

@@ -22,8 +22,8 @@ TT_HD void rope_cos_sin(int pos, int i, int HS, float theta, float* c, float* s)
 // transpose: the backward's gradient through the forward's turn).
 TT_HD void rope_turn(float& a, float& b, float c, float s, float direction) {
   const float sd = s * direction;
-  const float ta = a * c - b * sd;
-  const float tb = b * c + a * sd;
+  const float ta = sub_rn(mul_rn(a, c), mul_rn(b, sd));
+  const float tb = add_rn(mul_rn(b, c), mul_rn(a, sd));
   a = ta;
   b = tb;
 }

@@ -17,7 +17,7 @@ TT_HD float silu(float x) { return x / (1.0f + expf(-x)); }
 
 TT_HD float silu_grad(float x) {
   const float sigmoid = 1.0f / (1.0f + expf(-x));
-  return sigmoid * (1.0f + x * (1.0f - sigmoid));
+  return sigmoid * add_rn(1.0f, mul_rn(x, 1.0f - sigmoid));
 }
 
 }  // namespace tt

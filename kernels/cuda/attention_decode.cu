@@ -3,9 +3,10 @@
 // (B,maxT,KC) per layer, so a token costs O(t) work instead of recomputing the whole O(t^2)
 // prefix. Inference only: no dropout, no backward. The CPU reference is
 // kernels/cpu/attention_decode.cpp; this computes the same thing in the same order wherever
-// one thread owns a sum (the score dot products, the weighted sum of v), so those match it
-// bit for bit given equal inputs (--fmad=false); only the softmax's max and sum are block
-// reductions (the max is exact in any order, the sum is not) and expf may differ by an ulp.
+// one thread owns a sum (the score dot products, the weighted sum of v); they differ from it
+// only where the compiler fuses a multiply-add (nvcc does, the CPU backend does not) and where
+// the softmax's max and sum are block reductions (the max is exact in any order, the sum is
+// not), and expf may differ by an ulp.
 //
 // Storage: qkv, the caches and out are in the activation storage type S (float, bf16 or f16;
 // kernels/cuda/storage.cuh): loaded into fp32, all math fp32, out rounded once on store. The

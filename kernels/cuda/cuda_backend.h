@@ -119,6 +119,8 @@ class CudaBackend final : public Backend {
   // the mma rung without --tf32 runs on the regblock rung (said once per GEMM too).
   bool matmul(int m, int n, int k, bool transa, bool transb, const void* A, const void* B, DType ab_type, void* D,
               DType d_type, const void* bias, float beta, float* bias_grad = nullptr, bool add_bias_grad = false);
+  // "GEMM fallbacks: N cuBLASLt -> tiled, N mma -> regblock" (each N distinct GEMMs), or "".
+  std::string gemm_fallbacks() const override;
   // Activation::Swiglu, with the FFN's dropout (swiglu.cu): the activation ops call these
   void swiglu_forward(Tensor out, Tensor inp, const DropoutMask& dropout);
   void swiglu_backward(Tensor dinp, Tensor dout, Tensor inp, const DropoutMask& dropout);
@@ -153,9 +155,10 @@ class CudaBackend final : public Backend {
   // Counters of the single-launch reductions ("the last block to finish adds the partials" or
   // does the step's bookkeeping: layernorm.cu, adamw.cu): zeroed once at allocation; a kernel
   // that counts its finished blocks on its slot resets it to 0 in its last block, so the next
-  // launch (or graph replay) finds it at 0. One slot per kernel; kernels on the one stream
-  // never overlap, so a slot is never shared.
-  enum ReduceCounter { kLayerNormCounter, kGradCheckCounter, kAdamWCounter };
+  // launch (or graph replay) finds it at 0. One slot per kernel (LayerNorm's backward, last,
+  // takes the slots from kLayerNormCounter on: one per group of blocks and one for the groups);
+  // kernels on the one stream never overlap, so a slot is never shared.
+  enum ReduceCounter { kGradCheckCounter, kAdamWCounter, kLayerNormCounter };
   static constexpr size_t kReduceCounters = kCudaReduceCounters;  // kernels/workspace.h
   unsigned int* reduce_counters_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
@@ -163,6 +166,7 @@ class CudaBackend final : public Backend {
   size_t lt_workspace_bytes_ = 0;
   std::map<GemmKey, std::unique_ptr<GemmPlan, GemmPlanDeleter>> gemm_plans_;
   std::set<std::string> gemm_rung_notes_;  // the GEMMs the mma rung handed to the regblock rung, said once each
+  int gemm_tiled_fallbacks_ = 0;           // the GEMMs cuBLASLt had no algorithm for (the tiled rung ran them)
   float* attention_work_ = nullptr;  // see attention_work()
   // cuDNN's fused attention, for the cases use_library_attention prepared (attention.cu)
   std::unique_ptr<CudnnAttention> cudnn_attention_;

@@ -1,6 +1,8 @@
 // Counting a captured graph's nodes by kind (graph_nodes.h).
 #include "kernels/cuda/graph_nodes.h"
 
+#include <cuda.h>  // the driver API's types only: its functions come through the runtime
+
 #include <algorithm>
 #include <cctype>
 #include <cstring>
@@ -58,13 +60,18 @@ constexpr KernelKind kOurKernels[] = {
 };
 
 // Libraries' kernels, by what their names contain (lower case): cuBLASLt's GEMMs are
-// sm90_xmma_gemm_..., nvjet_..., cutlass..., gemv..., with splitKreduce_kernel finishing a
-// split-K product; cuDNN's attention kernels name cudnn, fmha or flash.
+// sm90_xmma_gemm_..., nvjet_..., cutlass..., gemv..., and the kernels it adds to finish one live
+// in its namespace (cublasLt::splitKreduce_kernel for a split-K product, the epilogue's
+// cublasLt::epilogue::impl::globalKernel and the bias gradient's reductions): mangled, each name
+// holds "8cublasLt"; cuBLAS's reduce_1Block_kernel likewise. cuDNN's attention kernels name
+// cudnn, fmha or flash.
 struct LibraryPattern {
   const char* part;
   int GraphNodeCount::*counter;
 };
 constexpr LibraryPattern kLibraryPatterns[] = {
+    {"cublaslt", &GraphNodeCount::gemm},
+    {"reduce_1block", &GraphNodeCount::gemm},
     {"gemm", &GraphNodeCount::gemm},
     {"gemv", &GraphNodeCount::gemm},
     {"xmma", &GraphNodeCount::gemm},
@@ -105,6 +112,53 @@ std::string base_identifier(const std::string& name) {
   return colon == std::string::npos ? qualified : qualified.substr(colon + 2);
 }
 
+// The driver's functions that name a kernel node's kernel (CUDA 12.3 and later), looked up
+// through the runtime (once per count), so the program links no libcuda and starts where there
+// is no driver.
+struct DriverNaming {
+  CUresult(CUDAAPI* node_params)(CUgraphNode, CUDA_KERNEL_NODE_PARAMS*) = nullptr;
+  CUresult(CUDAAPI* func_name)(const char**, CUfunction) = nullptr;
+  CUresult(CUDAAPI* kernel_name)(const char**, CUkernel) = nullptr;
+};
+
+template <typename Function>
+void driver_function(const char* symbol, Function*& out) {
+  void* found = nullptr;
+  cudaDriverEntryPointQueryResult status = cudaDriverEntryPointSymbolNotFound;
+  if (cudaGetDriverEntryPointByVersion(symbol, &found, 12030, cudaEnableDefault, &status) == cudaSuccess &&
+      status == cudaDriverEntryPointSuccess)
+    out = reinterpret_cast<Function*>(found);
+  else
+    (void)cudaGetLastError();  // an older driver: no name from it
+}
+
+DriverNaming driver_naming() {
+  DriverNaming n;
+  driver_function("cuGraphKernelNodeGetParams", n.node_params);
+  driver_function("cuFuncGetName", n.func_name);
+  driver_function("cuKernelGetName", n.kernel_name);
+  return n;
+}
+
+// The name of a kernel node's kernel. The runtime names the kernels of this program
+// (cudaGraphKernelNodeGetParams, cudaFuncGetName); a library's kernels (cuBLASLt's, cuDNN's)
+// come from modules the library loaded itself, which the runtime never registered, so it fails
+// for their nodes (cudaErrorInvalidDeviceFunction) and the driver names them instead: the node's
+// CUfunction through cuFuncGetName, or its CUkernel (a module loaded as a library) through
+// cuKernelGetName. nullptr when neither can.
+const char* kernel_node_name(cudaGraphNode_t node, const DriverNaming& driver) {
+  cudaKernelNodeParams params{};
+  const char* name = nullptr;
+  if (cudaGraphKernelNodeGetParams(node, &params) == cudaSuccess && cudaFuncGetName(&name, params.func) == cudaSuccess)
+    return name;
+  (void)cudaGetLastError();  // the runtime's failure, which the driver may make up for
+  CUDA_KERNEL_NODE_PARAMS p{};
+  if (!driver.node_params || driver.node_params(node, &p) != CUDA_SUCCESS) return nullptr;
+  if (p.func && driver.func_name && driver.func_name(&name, p.func) == CUDA_SUCCESS) return name;
+  if (!p.func && p.kern && driver.kernel_name && driver.kernel_name(&name, p.kern) == CUDA_SUCCESS) return name;
+  return nullptr;
+}
+
 }  // namespace
 
 int& kernel_node_counter(GraphNodeCount& count, const std::string& name) {
@@ -124,21 +178,15 @@ GraphNodeCount count_graph_nodes(cudaGraph_t graph) {
   std::vector<cudaGraphNode_t> nodes(n);
   if (n > 0) CUDA_CHECK(cudaGraphGetNodes(graph, nodes.data(), &n));
   GraphNodeCount count;
+  const DriverNaming driver = driver_naming();
   for (size_t i = 0; i < n; ++i) {
     cudaGraphNodeType type;
     CUDA_CHECK(cudaGraphNodeGetType(nodes[i], &type));
     if (type == cudaGraphNodeTypeMemset || type == cudaGraphNodeTypeMemcpy) {
       ++count.memset_copy;
     } else if (type == cudaGraphNodeTypeKernel) {
-      cudaKernelNodeParams params{};
-      const char* name = nullptr;
-      if (cudaGraphKernelNodeGetParams(nodes[i], &params) == cudaSuccess &&
-          cudaFuncGetName(&name, params.func) == cudaSuccess && name) {
-        ++kernel_node_counter(count, name);
-      } else {
-        (void)cudaGetLastError();  // a kernel the runtime cannot name: clear the error it left
-        ++count.other;
-      }
+      const char* name = kernel_node_name(nodes[i], driver);
+      ++(name ? kernel_node_counter(count, name) : count.other);
     } else {
       ++count.other;
     }

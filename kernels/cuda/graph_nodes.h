@@ -18,8 +18,10 @@ namespace tt {
 int& kernel_node_counter(GraphNodeCount& count, const std::string& name);
 
 // Every node of `graph` counted by kind (cudaGraphGetNodes, cudaGraphNodeGetType, and for kernel
-// nodes cudaGraphKernelNodeGetParams and cudaFuncGetName). A kernel whose name the runtime
-// cannot give counts as `other`. Throws std::runtime_error on any other CUDA failure.
+// nodes their kernel's name: the runtime's cudaGraphKernelNodeGetParams and cudaFuncGetName, or
+// for a library's kernel, which the runtime cannot name, the driver's cuGraphKernelNodeGetParams
+// and cuFuncGetName/cuKernelGetName). A kernel neither can name counts as `other`. Throws
+// std::runtime_error on any other CUDA failure.
 GraphNodeCount count_graph_nodes(cudaGraph_t graph);
 
 }  // namespace tt

@@ -4,9 +4,10 @@
 // backward has no mean(g) term; with bias null, no bias (and no dbias).
 // Per-element expressions are written as the CPU writes them; only the row sums (warp
 // reductions) and column sums (two-level fixed-order reductions) differ in rounding order.
-// Deterministic: no float atomics; the parameter gradients are reduced through per-warp and
-// per-block partial sums in CudaBackend::reduce_scratch_, which the last block to finish
-// (an integer counter, CudaBackend::reduce_counters_) adds in block order: one launch.
+// Deterministic: no float atomics; the parameter gradients are reduced through per-block partial
+// sums in CudaBackend::reduce_scratch_, added in block order within groups of blocks, then in
+// group order, each by the last block to finish its level (integer counters,
+// CudaBackend::reduce_counters_): one launch.
 // The fused forms of the contract (kernels/backend.h) are one kernel each: dropout of the
 // branch, the residual add and the norm in the forward; the gradient sum, the norm's backward,
 // the skip gradient and the branch's dropout in the backward, with the roundings of the
@@ -35,6 +36,8 @@ constexpr int kRowsPerBlock = 8;                 // row kernels: one warp per ro
 constexpr int kRowThreads = kRowsPerBlock * kWarp;
 constexpr int kMinRowsPerBlock = 32;             // backward: rows one block covers, at least
 constexpr int kMaxBackwardBlocks = 512;          // backward: blocks (partial sums per column), at most
+constexpr int kGroupBlocks = 32;                 // backward: blocks whose partials one block adds
+constexpr int kMaxBackwardGroups = (kMaxBackwardBlocks + kGroupBlocks - 1) / kGroupBlocks;
 
 
 // inp (N,C), weight (C), bias (C) -> out (N,C), mean (N), rstd (N)
@@ -102,7 +105,8 @@ __global__ void __launch_bounds__(kRowThreads)
         p > 0.0f ? warp_dropout_factor(key, dropout.index_offset + static_cast<uint64_t>(base + c0), p, keep_scale, lane)
                  : 1.0f;
     if (c < C) {
-      const float dropped = to_float(from_float<S>(to_float(branch[base + c]) * factor));  // dropout_forward
+      // dropout_forward's stored product (mul_rn: rounded before the add, never fused into it)
+      const float dropped = to_float(from_float<S>(mul_rn(to_float(branch[base + c]), factor)));
       const S stored = from_float<S>(to_float(residual[base + c]) + dropped);               // residual_forward
       x[c] = stored;
       sum += to_float(stored);
@@ -140,22 +144,27 @@ __device__ __forceinline__ float norm_grad(const S* dout, const S* dout2, int64_
 //   dweight = sum over rows of g xhat, dbias = sum of g    written or added (accumulate)
 // dout, dout2, dskip, inp (N,C), weight (C), mean (N), rstd (N) -> dinp (N,C), which may alias
 // dout or dout2 (not dskip); dbranch (N,C) or null; dweight (C), dbias (C) F32.
-// scratch: 2 * (9 * gridDim.x) * C floats; counter: 0 at launch, 0 again when the kernel ends.
-// Decomposition: block b covers rows [b * rows_per_block, (b+1) * rows_per_block), one warp per
-// row in turn (warp w takes rows w, w+8, ...). Each lane owns the channels c = lane (mod 32):
-//   1. per row: the two row sums (warp sums), the row's dinp / dbranch, and the lane's running
-//      column sums g xhat and g for its channels, kept in the warp's partial rows of scratch
-//      (rows in order: deterministic);
-//   2. the block adds its 8 warp partials in warp order into its block partial;
-//   3. each thread fences its writes, the block is counted (integer atomicAdd), and the block
-//      that counts last adds the block partials in block order (the same order whichever block
-//      finishes last) into dweight/dbias, and resets the counter for the next launch or replay.
-// Aliasing: in both row passes each lane reads element c of dout/dout2 before writing element c
-// of dinp, and no lane reads another lane's elements after the first pass.
+// scratch: 2 * (blocks + groups) * C floats; counters: 1 + groups, 0 at launch and 0 again when
+// the kernel ends (groups = ceil(blocks / kGroupBlocks)).
+// Decomposition: block b covers rows [b * rows_per_block, (b+1) * rows_per_block).
+//   1. column pass: thread t owns the channels c = t (mod 256) and sums g xhat and g down the
+//      block's rows, in row order, in two registers: the block's partial sums, stored to
+//      scratch (coalesced: consecutive threads, consecutive channels);
+//   2. row pass: one warp per row in turn (warp w takes rows w, w+8, ...), lanes stride the
+//      channels: the two row sums (warp sums), then the row's dinp / dbranch;
+//   3. two levels of fixed-order sums, each finished by whichever block counts last: blocks come
+//      in groups of kGroupBlocks, and the last block of a group to finish adds the group's block
+//      partials in block order into the group's partial; the last group to finish adds the group
+//      partials in group order into dweight/dbias. Each level fences its partials before it
+//      counts them (integer atomicAdd) and after it finds itself last, and resets its counter
+//      for the next launch or replay. A block adds at most 32 partials a channel (512 blocks: 16
+//      groups of 32), where one block adding every block's partial would load 512.
+// Aliasing: the column pass reads all of the block's dout/dout2 before the barrier that opens
+// the row pass, whose lanes read element c of dout/dout2 before writing element c of dinp.
 template <typename S>
 __global__ void __launch_bounds__(kRowThreads)
     layernorm_backward_kernel(S* dinp, S* __restrict__ dbranch, float* __restrict__ dweight,
-                              float* __restrict__ dbias, float* scratch, unsigned int* counter, const S* dout,
+                              float* __restrict__ dbias, float* scratch, unsigned int* counters, const S* dout,
                               const S* dout2, const S* __restrict__ dskip, const S* __restrict__ inp,
                               const S* __restrict__ weight, const float* __restrict__ mean,
                               const float* __restrict__ rstd, int N, int C, int rows_per_block, bool accumulate,
@@ -163,36 +172,44 @@ __global__ void __launch_bounds__(kRowThreads)
   const int lane = threadIdx.x % kWarp;
   const int warp = threadIdx.x / kWarp;
   const int blocks = static_cast<int>(gridDim.x);
-  // scratch layout: warp partials of dweight (blocks*8, C), of dbias (blocks*8, C), then block
-  // partials of dweight (blocks, C) and of dbias (blocks, C)
-  const int64_t warp_rows = static_cast<int64_t>(blocks) * kRowsPerBlock;
-  float* warp_dw = scratch + (static_cast<int64_t>(blockIdx.x) * kRowsPerBlock + warp) * C;
-  float* warp_db = warp_dw + warp_rows * C;
-  float* block_dw = scratch + 2 * warp_rows * C;
+  const int groups = (blocks + kGroupBlocks - 1) / kGroupBlocks;
+  // scratch layout: block partials of dweight (blocks, C) and of dbias (blocks, C), then group
+  // partials of dweight (groups, C) and of dbias (groups, C)
+  float* block_dw = scratch;
   float* block_db = block_dw + static_cast<int64_t>(blocks) * C;
+  float* group_dw = block_db + static_cast<int64_t>(blocks) * C;
+  float* group_db = group_dw + static_cast<int64_t>(groups) * C;
+  const int first_row = static_cast<int>(blockIdx.x) * rows_per_block;
+  const int row_end = min(N, first_row + rows_per_block);
 
+  // 1. the block's column sums, before any lane writes dinp (which may alias dout)
+  for (int c = threadIdx.x; c < C; c += blockDim.x) {
+    float tw = 0.0f, tb = 0.0f;
+    for (int row = first_row; row < row_end; ++row) {
+      const int64_t i = static_cast<int64_t>(row) * C + c;
+      const float xhat = (to_float(inp[i]) - (mean ? mean[row] : 0.0f)) * rstd[row];
+      const float g = norm_grad(dout, dout2, i);
+      tw += g * xhat;
+      tb += g;
+    }
+    block_dw[static_cast<int64_t>(blockIdx.x) * C + c] = tw;
+    block_db[static_cast<int64_t>(blockIdx.x) * C + c] = tb;
+  }
+  __syncthreads();  // the block's dout/dout2 are read before the row pass overwrites them
+
+  // 2. the rows: dinp and dbranch
   const float p = dbranch ? dropout.p : 0.0f;
   const DropoutKey key = p > 0.0f ? dropout.key() : DropoutKey{};
   const float keep_scale = 1.0f / (1.0f - p);
-
-  for (int c = lane; c < C; c += kWarp) {
-    warp_dw[c] = 0.0f;
-    warp_db[c] = 0.0f;
-  }
-  const int first_row = static_cast<int>(blockIdx.x) * rows_per_block;
-  const int row_end = min(N, first_row + rows_per_block);
   for (int row = first_row + warp; row < row_end; row += kRowsPerBlock) {
     const int64_t base = static_cast<int64_t>(row) * C;
     const float mu = mean ? mean[row] : 0.0f, rs = rstd[row];
     float mean_g = 0.0f, mean_gx = 0.0f;
     for (int c = lane; c < C; c += kWarp) {
       const float xhat = (to_float(inp[base + c]) - mu) * rs;
-      const float g = norm_grad(dout, dout2, base + c);
-      const float gw = g * to_float(weight[c]);
+      const float gw = norm_grad(dout, dout2, base + c) * to_float(weight[c]);
       mean_g += gw;
       mean_gx += gw * xhat;
-      warp_dw[c] += g * xhat;
-      warp_db[c] += g;
     }
     mean_g = mean ? warp_sum(mean_g) / C : 0.0f;  // RMSNorm: no mean was subtracted, no mean(g) term
     mean_gx = warp_sum(mean_gx) / C;
@@ -204,44 +221,61 @@ __global__ void __launch_bounds__(kRowThreads)
       if (c < C) {
         const float xhat = (to_float(inp[base + c]) - mu) * rs;
         const float g = norm_grad(dout, dout2, base + c);
-        S dx = from_float<S>(rs * (g * to_float(weight[c]) - mean_g - xhat * mean_gx));
+        // layernorm_backward's stored dinp: rounded before dskip is added (mul_rn: never fused)
+        S dx = from_float<S>(mul_rn(rs, g * to_float(weight[c]) - mean_g - xhat * mean_gx));
         if (dskip) dx = from_float<S>(to_float(dx) + to_float(dskip[base + c]));
         dinp[base + c] = dx;
         if (dbranch) dbranch[base + c] = from_float<S>(to_float(dx) * factor);
       }
     }
   }
-  __syncthreads();  // the block's warp partials are written
-  for (int c = threadIdx.x; c < C; c += blockDim.x) {
-    const float* w_dw = scratch + static_cast<int64_t>(blockIdx.x) * kRowsPerBlock * C;
-    const float* w_db = w_dw + warp_rows * C;
-    float tw = 0.0f, tb = 0.0f;
-    for (int w = 0; w < kRowsPerBlock; ++w) {
-      tw += w_dw[static_cast<int64_t>(w) * C + c];
-      tb += w_db[static_cast<int64_t>(w) * C + c];
-    }
-    block_dw[static_cast<int64_t>(blockIdx.x) * C + c] = tw;
-    block_db[static_cast<int64_t>(blockIdx.x) * C + c] = tb;
-  }
+
+  // 3a. the last block of this group to finish adds the group's block partials, in block order
   __threadfence();  // this thread's block partials reach device memory before the block is counted
   __syncthreads();  // every thread of the block has fenced its partials
+  const int group = static_cast<int>(blockIdx.x) / kGroupBlocks;
+  const int first_member = group * kGroupBlocks, end_member = min(blocks, first_member + kGroupBlocks);
+  unsigned int* group_counter = counters + 1 + group;
   __shared__ int last_block;
-  if (threadIdx.x == 0) last_block = atomicAdd(counter, 1u) == static_cast<unsigned int>(blocks - 1) ? 1 : 0;
+  if (threadIdx.x == 0)
+    last_block = atomicAdd(group_counter, 1u) == static_cast<unsigned int>(end_member - first_member - 1) ? 1 : 0;
   __syncthreads();  // last_block is written
   if (last_block != 1) return;
   __threadfence();  // the other blocks' partials, fenced before they were counted, are read after the count
-  const volatile float* all_dw = block_dw;  // volatile: read from memory, not a stale cache line
-  const volatile float* all_db = block_db;
+  {
+    const volatile float* all_dw = block_dw;  // volatile: read from memory, not a stale cache line
+    const volatile float* all_db = block_db;
+    for (int c = threadIdx.x; c < C; c += blockDim.x) {
+      float tw = 0.0f, tb = 0.0f;
+      for (int b = first_member; b < end_member; ++b) {
+        tw += all_dw[static_cast<int64_t>(b) * C + c];
+        tb += all_db[static_cast<int64_t>(b) * C + c];
+      }
+      group_dw[static_cast<int64_t>(group) * C + c] = tw;
+      group_db[static_cast<int64_t>(group) * C + c] = tb;
+    }
+  }
+  if (threadIdx.x == 0) *group_counter = 0u;  // ready for the next launch (a replayed graph launches again)
+
+  // 3b. the last group to finish adds the group partials, in group order, into dweight/dbias
+  __threadfence();  // this thread's group partials reach device memory before the group is counted
+  __syncthreads();  // every thread of the block has fenced its group partials
+  if (threadIdx.x == 0) last_block = atomicAdd(counters, 1u) == static_cast<unsigned int>(groups - 1) ? 1 : 0;
+  __syncthreads();  // the group's last_block is written
+  if (last_block != 1) return;
+  __threadfence();  // the other groups' partials, fenced before they were counted, are read after the count
+  const volatile float* all_dw = group_dw;
+  const volatile float* all_db = group_db;
   for (int c = threadIdx.x; c < C; c += blockDim.x) {
     float tw = 0.0f, tb = 0.0f;
-    for (int b = 0; b < blocks; ++b) {
-      tw += all_dw[static_cast<int64_t>(b) * C + c];
-      tb += all_db[static_cast<int64_t>(b) * C + c];
+    for (int g = 0; g < groups; ++g) {
+      tw += all_dw[static_cast<int64_t>(g) * C + c];
+      tb += all_db[static_cast<int64_t>(g) * C + c];
     }
     dweight[c] = accumulate ? dweight[c] + tw : tw;
     if (dbias) dbias[c] = accumulate ? dbias[c] + tb : tb;
   }
-  if (threadIdx.x == 0) *counter = 0u;  // ready for the next launch (a replayed graph launches again)
+  if (threadIdx.x == 0) *counters = 0u;  // ready for the next launch
 }
 
 unsigned row_blocks(int N) { return static_cast<unsigned>((N + kRowsPerBlock - 1) / kRowsPerBlock); }
@@ -310,10 +344,13 @@ void CudaBackend::layernorm_residual_dropout_backward(Tensor dinp, Tensor dbranc
   if (N <= 0 || C <= 0) return;
 
   // Blocks of at least kMinRowsPerBlock rows, at most kMaxBackwardBlocks of them, and the
-  // partials (9 rows of 2 * C floats per block: 8 warps' and the block's) must fit the scratch.
-  const int64_t scratch_per_block = 2 * (kRowsPerBlock + 1) * static_cast<int64_t>(C);
-  const int64_t max_blocks =
-      std::min<int64_t>(kMaxBackwardBlocks, static_cast<int64_t>(kReduceScratchFloats) / scratch_per_block);
+  // partials (2 * C floats per block, and per group of blocks) must fit the scratch.
+  static_assert(kLayerNormCounter + 1 + kMaxBackwardGroups <= kReduceCounters, "the backward's counters");
+  const auto scratch_floats = [C](int64_t blocks) {
+    return 2 * static_cast<int64_t>(C) * (blocks + (blocks + kGroupBlocks - 1) / kGroupBlocks);
+  };
+  int64_t max_blocks = kMaxBackwardBlocks;
+  while (max_blocks >= 1 && scratch_floats(max_blocks) > static_cast<int64_t>(kReduceScratchFloats)) --max_blocks;
   if (max_blocks < 1)
     throw std::runtime_error("layernorm_backward: C = " + std::to_string(C) +
                              " needs more reduction scratch than the backend holds");

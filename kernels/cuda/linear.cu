@@ -232,6 +232,7 @@ const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const vo
     // Said once per distinct GEMM: the plan remembers it, and every later call goes straight
     // to the tiled kernel.
     plan->tiled = true;
+    ++gemm_tiled_fallbacks_;
     std::fprintf(stderr, "tinytrain: cuBLASLt has no algorithm for the GEMM %s; tinytrain's tiled GEMM runs it\n",
                  gemm.c_str());
   }
@@ -239,6 +240,14 @@ const CudaBackend::GemmPlan* CudaBackend::gemm_plan(const GemmKey& key, const vo
   const GemmPlan* ready = plan.get();
   gemm_plans_.emplace(key, std::move(plan));
   return ready;
+}
+
+std::string CudaBackend::gemm_fallbacks() const {
+  std::string text;
+  if (gemm_tiled_fallbacks_ > 0) text = std::to_string(gemm_tiled_fallbacks_) + " cuBLASLt -> tiled";
+  if (!gemm_rung_notes_.empty())
+    text += (text.empty() ? "" : ", ") + std::to_string(gemm_rung_notes_.size()) + " mma -> regblock";
+  return text.empty() ? "" : "GEMM fallbacks: " + text;
 }
 
 bool CudaBackend::matmul(int m, int n, int k, bool transa, bool transb, const void* A, const void* B, DType ab_dtype,
@@ -292,34 +301,39 @@ bool CudaBackend::matmul(int m, int n, int k, bool transa, bool transb, const vo
 
 namespace {
 
-// in (rows, cols) row-major, any float storage type In -> out (cols) fp32: out[c] is the fp32
-// sum of in[r][c] over r = 0, 1, ..., rows-1 in that order, the CPU backend's order, so the
-// same bits; with `accumulate` it is added to out (one rounding more, as on the CPU) instead
-// of stored. It makes the bias gradient when cuBLASLt's dW GEMM cannot (ParamGrads::Add, no
-// cuBLASLt algorithm, a dbias not 16-byte aligned); the rungs of our GEMM ladder make it themselves.
-// Decomposition: one thread per column, the 32 threads of a block on consecutive columns, so
-// every row read is coalesced; small blocks spread a narrow matrix (128 columns: 4 blocks) over
-// several SMs. One launch, no atomics, no scratch: each output has exactly one writer, and its
-// sum a fixed order, so results are the same bits on every run. Each thread walks all `rows`
-// serially: latency-bound for long token counts, the price of one launch in the token order.
+// in (rows, cols) -> out (cols): the column sums, written or added (accumulate); in in any
+// storage type, the sums in fp32. It makes the bias gradient when cuBLASLt's dW GEMM cannot
+// (ParamGrads::Add, no cuBLASLt algorithm, a dbias not 16-byte aligned); the rungs of our GEMM
+// ladder make it themselves. Decomposition: a block of 32 x 32 threads owns 32 consecutive
+// columns; thread (x, y) sums rows y, y + 32, y + 64, ... of column x in that order (each warp
+// reads 32 consecutive columns of one row: coalesced), then the 32 partial sums of a column are
+// added pairwise in shared memory in a fixed tree (rows y and y + 16, then y and y + 8, ...).
+// Deterministic, and 32 threads down each column where one walked all the rows; not the CPU's
+// order (rows 0..N-1 in turn), so the two agree to an N-term fp32 sum's rounding.
+constexpr int kSumColumns = 32;  // columns a block owns: threadIdx.x
+constexpr int kSumRowLanes = 32;  // threads down each column: threadIdx.y
+
 template <typename In>
-__global__ void column_sums_kernel(float* out, const In* in, int rows, int cols, bool accumulate) {
-  const int col = blockIdx.x * blockDim.x + threadIdx.x;
-  if (col >= cols) return;
+__global__ void __launch_bounds__(kSumColumns* kSumRowLanes)
+    column_sums_kernel(float* out, const In* in, int rows, int cols, bool accumulate) {
+  __shared__ float partial[kSumRowLanes][kSumColumns];
+  const int x = threadIdx.x, y = threadIdx.y;
+  const int col = static_cast<int>(blockIdx.x) * kSumColumns + x;
   float sum = 0.0f;
-  for (int64_t r = 0; r < rows; ++r) sum += to_float(in[r * cols + col]);
-  float* dst = out + col;
-  if (accumulate)
-    *dst += sum;
-  else
-    *dst = sum;
+  if (col < cols)
+    for (int64_t r = y; r < rows; r += kSumRowLanes) sum += to_float(in[r * cols + col]);
+  partial[y][x] = sum;
+  for (int half = kSumRowLanes / 2; half > 0; half /= 2) {
+    __syncthreads();  // the rows this step adds are written
+    if (y < half) partial[y][x] += partial[y + half][x];
+  }
+  if (y == 0 && col < cols) out[col] = accumulate ? out[col] + partial[0][x] : partial[0][x];
 }
 
 template <typename In>
 void launch_column_sums(float* out, const In* in, int rows, int cols, bool accumulate, cudaStream_t stream) {
-  const int threads = 32;
-  column_sums_kernel<In><<<static_cast<unsigned int>(ceil_div(cols, threads)), threads, 0, stream>>>(out, in, rows, cols,
-                                                                                                      accumulate);
+  column_sums_kernel<In><<<static_cast<unsigned int>(ceil_div(cols, kSumColumns)), dim3(kSumColumns, kSumRowLanes), 0,
+                           stream>>>(out, in, rows, cols, accumulate);
   CUDA_CHECK(cudaGetLastError());
 }
 

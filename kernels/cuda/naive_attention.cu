@@ -4,9 +4,10 @@
 // teaching and comparison with flash_attention.cu (the default), which never writes them;
 // docs/attention.md puts the two side by side.
 // These kernels compute what kernels/cpu/attention.cpp computes, in the same order wherever one
-// thread owns a sum (score dot products, the weighted sums of v, dq, dk, dv), so those match
-// the CPU bit for bit given equal inputs (--fmad=false); only the softmax row sums (warp
-// reductions) and expf differ in rounding.
+// thread owns a sum (score dot products, the weighted sums of v, dq, dk, dv), so those differ
+// from the CPU's only where the compiler fuses a multiply-add (nvcc does, the CPU backend does
+// not: each fused pair rounds once instead of twice), the softmax row sums (warp reductions)
+// and expf.
 //
 // Memory: the weights P and the score gradients dS, (B,NH,T,T) fp32 each, live in the
 // backend's attention work buffer (CudaBackend::attention_work, 2 B NH T^2 floats, shared by

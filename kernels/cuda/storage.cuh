@@ -23,6 +23,13 @@
 
 namespace tt {
 
+// 16 bytes of elements of T, loaded or stored as one (ld/st .v4 on the GPU when aligned so):
+// the GEMM ladder's tiles, the cross-entropy's logit rows.
+template <typename T>
+struct alignas(16) Chunk {
+  T v[16 / sizeof(T)];
+};
+
 // The storage dtype an op's activation views share (the contract: activations, activation
 // gradients and working weights have one storage dtype). Views without data (absent optional
 // tensors) are ignored. Throws std::invalid_argument when two views disagree or the dtype is

@@ -52,12 +52,6 @@ inline bool rows_16_byte_aligned(const void* data, int64_t row_elements, size_t 
   return reinterpret_cast<uintptr_t>(data) % 16 == 0 && (row_elements * static_cast<int64_t>(element_bytes)) % 16 == 0;
 }
 
-// 16 bytes of elements of T, loaded or stored as one (ld/st .v4 on the GPU when aligned so).
-template <typename T>
-struct alignas(16) Chunk {
-  T v[16 / sizeof(T)];
-};
-
 // One element of D: the fp32 product sum, then + beta C and + bias in fp32 (cuBLASLt's order:
 // alpha AB + beta C + bias), rounded once into D's type. C is D itself, read before it is written.
 template <typename Out>

@@ -14,8 +14,8 @@
 // ---- Numerics ----
 // Each element adds its k products in order p = 0, 1, ..., k-1 into one fp32 accumulator:
 // products of 16-bit operands are exact in fp32 (8 + 8 or 11 + 11 significant bits), fp32
-// products are rounded once (the build does not fuse multiply-adds: --fmad=false), so the error
-// is that of a k-term fp32 sum, at most about k u sum_p |a_ip b_pj| (u = 2^-24). Then
+// products are rounded at most once (nvcc fuses each multiply-add: the product unrounded), so the
+// error is that of a k-term fp32 sum, at most about k u sum_p |a_ip b_pj| (u = 2^-24). Then
 // beta C and the bias in fp32 and one rounding into D's type (gemm_common.cuh). The bias
 // gradient sums the column in the same order from zero: the CPU backend's bits.
 #include <cstdint>
