@@ -2035,14 +2035,19 @@ EmbeddingGrads run_embedding_backward(Backend& be, int B, int T, int C, const st
 // row gathers terms from across the whole batch; ids below V - 3, so the last 3 rows get none
 // (Write must still store 0 there over the NaN it starts from); C = 160 (two channel slices,
 // the second 32 wide of 128) and maxT > T (dwpe rows no position reaches); and every token of a
-// batch the same id in a vocabulary of 1000 (62.5 row blocks: the last partial).
+// batch the same id in a vocabulary of 1000 (62.5 row blocks: the last partial). Then GPT-2's
+// vocabulary (50,257) over 2,048 tokens, random ids and all one id: the sorted path (the token
+// ids sorted by CUB's radix sort, each row's tokens one run of them; three launches), with its
+// zeroed rows between runs, before the first and after the last.
 TEST_F(CudaTest, EmbeddingBackwardManyTokensWritesOrAddsEveryElementWithTheCpuBits) {
   struct P {
     int B, T, C, V, maxT;
     bool one_id;
+    bool sorted;  // the large-vocabulary path (embedding.cu, kMaxScanIdReads)
   };
   for (DType act : {DType::F32, DType::BF16}) {
-    for (P p : {P{8, 100, 160, 40, 128, false}, P{4, 64, 40, 1000, 0, true}}) {
+    for (P p : {P{8, 100, 160, 40, 128, false, false}, P{4, 64, 40, 1000, 0, true, false},
+                P{4, 512, 40, 50257, 0, false, true}, P{2, 1024, 40, 50257, 1024, true, true}}) {
       const int N = p.B * p.T;
       std::vector<int32_t> ids = test::random_ints(N, 31, 0, p.V - 3);
       for (int n = 0; n < N; ++n) {
@@ -2060,7 +2065,17 @@ TEST_F(CudaTest, EmbeddingBackwardManyTokensWritesOrAddsEveryElementWithTheCpuBi
         const EmbeddingGrads& start = mode == ParamGrads::Write ? garbage : before;
         const std::string how = what + (mode == ParamGrads::Write ? " written" : " added");
         const EmbeddingGrads want = run_embedding_backward(*cpu, p.B, p.T, p.C, ids, dout, act, start, mode);
+        #ifdef TINYTRAIN_HAVE_SIMT
+        const uint64_t enqueued = simt::work_items_enqueued();
+#endif
         const EmbeddingGrads got = run_embedding_backward(*cuda, p.B, p.T, p.C, ids, dout, act, start, mode);
+#ifdef TINYTRAIN_HAVE_SIMT
+        // each device tensor (ids, dout, dwte and dwpe when present) a zero-filling memset and an
+        // upload, the launches (1 scanning, 3 sorted), a read-back of each table
+        const uint64_t tensors = p.maxT > 0 ? 4 : 3, tables = tensors - 2;
+        if (test::cuda_is_emulated())
+          EXPECT_EQ(simt::work_items_enqueued() - enqueued, 2 * tensors + (p.sorted ? 3 : 1) + tables) << how;
+#endif
         test::expect_bitwise_equal(how + " dwte", got.dwte, want.dwte);
         test::expect_bitwise_equal(how + " dwpe", got.dwpe, want.dwpe);
         // the rows no token uses: 0 when written, their old values when added

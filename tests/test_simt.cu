@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include <cub/device/device_radix_sort.cuh>  // the emulated one (simt/cub_api.h)
+
 #include "simt/schedule.h"
 #include "tests/simt_fixture.h"
 
@@ -692,3 +694,30 @@ TEST_F(Simt, CublasLtInitcheckSeesKernelsStoresOrChecksNothing) {
 }
 
 }  // namespace
+
+// CUB's radix sort as emulated (simt/cub.cpp, for the embedding backward's sorted path): the
+// two-call protocol, the order of the keys by their bits [begin_bit, end_bit) only, stable
+// among equal digits.
+TEST_F(Simt, CubRadixSortOrdersKeysByTheirBitsStably) {
+  const std::vector<uint64_t> keys = {0x30002, 0x10005, 0x20002, 0x10001, 0x40002};
+  uint64_t *in = nullptr, *out = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&in), keys.size() * sizeof(uint64_t)), cudaSuccess);
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&out), keys.size() * sizeof(uint64_t)), cudaSuccess);
+  size_t bytes = 0;
+  ASSERT_EQ(cub::DeviceRadixSort::SortKeys(nullptr, bytes, in, out, 5, 0, 4), cudaSuccess);  // the size only
+  EXPECT_GT(bytes, 0u);
+  void* temp = nullptr;
+  ASSERT_EQ(cudaMalloc(&temp, bytes), cudaSuccess);
+  ASSERT_EQ(cudaMemcpy(in, keys.data(), keys.size() * sizeof(uint64_t), cudaMemcpyHostToDevice), cudaSuccess);
+  ASSERT_EQ(cub::DeviceRadixSort::SortKeys(temp, bytes, in, out, 5, 0, 4), cudaSuccess);  // the low 4 bits
+  std::vector<uint64_t> got(keys.size());
+  ASSERT_EQ(cudaMemcpy(got.data(), out, got.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got, (std::vector<uint64_t>{0x10001, 0x30002, 0x20002, 0x40002, 0x10005}));  // 2s in input order
+  ASSERT_EQ(cub::DeviceRadixSort::SortKeys(temp, bytes, in, out, 5, 16, 20), cudaSuccess);  // bits 16-19
+  ASSERT_EQ(cudaMemcpy(got.data(), out, got.size() * sizeof(uint64_t), cudaMemcpyDeviceToHost), cudaSuccess);
+  EXPECT_EQ(got, (std::vector<uint64_t>{0x10005, 0x10001, 0x20002, 0x30002, 0x40002}));
+  EXPECT_EQ(cub::DeviceRadixSort::SortKeys(temp, bytes, in, out, 5, 8, 4), cudaErrorInvalidValue);  // bits backwards
+  cudaFree(temp);
+  cudaFree(out);
+  cudaFree(in);
+}

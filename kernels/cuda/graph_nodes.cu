@@ -53,6 +53,8 @@ constexpr KernelKind kOurKernels[] = {
     {"layernorm_backward_kernel", &GraphNodeCount::reduction},  // layernorm.cu: dinp and dweight/dbias
     {"cross_entropy_kernel", &GraphNodeCount::reduction},       // cross_entropy.cu
     {"embedding_backward_kernel", &GraphNodeCount::reduction},  // embedding.cu
+    {"embedding_sort_keys_kernel", &GraphNodeCount::reduction},        // the sorted path's keys...
+    {"embedding_backward_sorted_kernel", &GraphNodeCount::reduction},  // ...and its runs
     // adamw.cu
     {"grad_check_kernel", &GraphNodeCount::optimizer},
     {"adamw_kernel", &GraphNodeCount::optimizer},
@@ -63,8 +65,8 @@ constexpr KernelKind kOurKernels[] = {
 // sm90_xmma_gemm_..., nvjet_..., cutlass..., gemv..., and the kernels it adds to finish one live
 // in its namespace (cublasLt::splitKreduce_kernel for a split-K product, the epilogue's
 // cublasLt::epilogue::impl::globalKernel and the bias gradient's reductions): mangled, each name
-// holds "8cublasLt"; cuBLAS's reduce_1Block_kernel likewise. cuDNN's attention kernels name
-// cudnn, fmha or flash.
+// holds "8cublasLt"; cuBLAS's reduce_1Block_kernel likewise. CUB's sort kernels (the embedding
+// backward's) are DeviceRadixSort...Kernel. cuDNN's attention kernels name cudnn, fmha or flash.
 struct LibraryPattern {
   const char* part;
   int GraphNodeCount::*counter;
@@ -78,6 +80,7 @@ constexpr LibraryPattern kLibraryPatterns[] = {
     {"nvjet", &GraphNodeCount::gemm},
     {"cutlass", &GraphNodeCount::gemm},
     {"splitkreduce", &GraphNodeCount::gemm},
+    {"radixsort", &GraphNodeCount::reduction},  // CUB's DeviceRadixSort... kernels (the embedding's sort)
     {"cudnn", &GraphNodeCount::attention},
     {"fmha", &GraphNodeCount::attention},
     {"flash", &GraphNodeCount::attention},
