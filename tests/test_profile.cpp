@@ -393,6 +393,24 @@ TEST(Profile, CudaBackendOnTheEmulatorRuns) {
   // one more step captured, only to count the graph `train` would replay
   EXPECT_TRUE(contains(r.out, "graph: one step captured as CUDA graph ")) << r.out;
   EXPECT_FALSE(contains(r.out, ", other ")) << r.out;
+  EXPECT_FALSE(contains(r.out, "GEMM fallbacks")) << r.out;
+}
+
+// An fp32 profile on the mma rung, which multiplies fp32 only as TF32 (--tf32): the regblock rung
+// runs its GEMMs, and the profile says how many (their times are regblock's).
+TEST(Profile, GemmsOnASlowerRungAreCountedInTheSummary) {
+#ifndef TINYTRAIN_HAVE_SIMT
+  GTEST_SKIP() << "this build has no SIMT emulator (--backend cuda-emu)";
+#endif
+  ScratchDir dir;
+  const CliResult r = run_command(tiny_emulated_run().args({"--gemm", "mma"}), dir.path(), 120.0);
+  ASSERT_TRUE(r.exited && r.exit_code == 0) << r.describe();
+  std::istringstream said(r.err);
+  int lines = 0;
+  for (std::string line; std::getline(said, line);)
+    lines += line.rfind("tinytrain: the mma GEMM multiplies fp32 only as TF32", 0) == 0;
+  EXPECT_GT(lines, 0) << r.err;
+  EXPECT_TRUE(contains(r.out, "GEMM fallbacks: " + std::to_string(lines) + " mma -> regblock (distinct GEMMs")) << r.out;
 }
 
 // The Llama block (SwiGLU's wider linear1, one key/value head for two query heads, RoPE) on the

@@ -144,6 +144,8 @@ void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
   out << line << '\n';
   if (graph_nodes)
     out << "graph: one step captured as " << graph_nodes_text(*graph_nodes) << " (not replayed: counted only)\n";
+  if (!backend.gemm_fallbacks().empty())  // GEMMs on a slower kernel than asked: their times are that kernel's
+    out << backend.gemm_fallbacks() << " (distinct GEMMs; stderr names each)\n";
   if (!o.estimate_device.empty()) {
     // One more step, each op captured alone into a graph to count its nodes (so its times are
     // not the profile's), modelled on the named device. A backend without graphs (the CPU)
