@@ -2,21 +2,16 @@
 // host, enqueued on the stream like a library's kernel, checked like one (initcheck of the keys
 // it reads), counted like one (simt/launch_counters.h: the bytes a radix sort's passes move).
 #include <algorithm>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "simt/cub_api.h"
 #include "simt/device_memory.h"
 #include "simt/launch_counters.h"
+#include "simt/library_work.h"
 #include "simt/memory_watch.h"
 
 namespace simt {
-
-// The runtime's stream work and library faults (simt/runtime.cpp), as simt/cublaslt.cpp uses them.
-cudaError_t enqueue_work(cudaStream_t stream, const void* library_kernel, const char* name,
-                         std::function<cudaError_t()> work);
-void library_fault(const std::string& fault);
 
 namespace {
 // What stands for CUB's sorting kernels: a captured sort is a kernel node of this address, named

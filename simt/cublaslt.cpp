@@ -28,6 +28,7 @@
 #include "simt/cublaslt_api.h"
 #include "simt/device_memory.h"
 #include "simt/launch_counters.h"
+#include "simt/library_work.h"
 #include "simt/memory_watch.h"
 
 namespace simt::cuda_api {
@@ -185,13 +186,6 @@ void store(void* p, int type, size_t i, float v) {
 }
 
 }  // namespace
-
-// The runtime's stream work (simt/runtime.cpp): a node of the library's kernel `library_kernel`,
-// named `name`, when captured.
-cudaError_t enqueue_work(cudaStream_t stream, const void* library_kernel, const char* name,
-                         std::function<cudaError_t()> work);
-// A fault of that work, reported at the host's next wait as a kernel's is.
-void library_fault(const std::string& fault);
 
 namespace {
 // What stands for cuBLASLt's GEMM kernel: its address is the kernel's (a captured matmul is a

@@ -25,6 +25,7 @@
 #include "simt/device_memory.h"
 #include "simt/kernel_launch.h"
 #include "simt/launch_counters.h"
+#include "simt/library_work.h"
 #include "simt/scheduler.h"
 
 namespace simt::cuda_api {

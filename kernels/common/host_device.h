@@ -39,47 +39,18 @@ TT_HD float held_rounded(float x) { return x; }
 TT_HD double held_rounded(double x) { return x; }
 #endif
 
-TT_HD float mul_rn(float a, float b) {
+// The device intrinsic on the GPU, the held plain operation everywhere else.
 #if defined(__CUDA_ARCH__)
-  return __fmul_rn(a, b);
+#define TT_ROUNDED(intrinsic, plain) (intrinsic)
 #else
-  return held_rounded(a * b);
+#define TT_ROUNDED(intrinsic, plain) held_rounded(plain)
 #endif
-}
-TT_HD float add_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fadd_rn(a, b);
-#else
-  return held_rounded(a + b);
-#endif
-}
-TT_HD float sub_rn(float a, float b) {
-#if defined(__CUDA_ARCH__)
-  return __fsub_rn(a, b);
-#else
-  return held_rounded(a - b);
-#endif
-}
-TT_HD double mul_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dmul_rn(a, b);
-#else
-  return held_rounded(a * b);
-#endif
-}
-TT_HD double add_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dadd_rn(a, b);
-#else
-  return held_rounded(a + b);
-#endif
-}
-TT_HD double sub_rn(double a, double b) {
-#if defined(__CUDA_ARCH__)
-  return __dsub_rn(a, b);
-#else
-  return held_rounded(a - b);
-#endif
-}
+TT_HD float mul_rn(float a, float b) { return TT_ROUNDED(__fmul_rn(a, b), a * b); }
+TT_HD float add_rn(float a, float b) { return TT_ROUNDED(__fadd_rn(a, b), a + b); }
+TT_HD float sub_rn(float a, float b) { return TT_ROUNDED(__fsub_rn(a, b), a - b); }
+TT_HD double mul_rn(double a, double b) { return TT_ROUNDED(__dmul_rn(a, b), a * b); }
+TT_HD double add_rn(double a, double b) { return TT_ROUNDED(__dadd_rn(a, b), a + b); }
+TT_HD double sub_rn(double a, double b) { return TT_ROUNDED(__dsub_rn(a, b), a - b); }
+#undef TT_ROUNDED
 
 }  // namespace tt
