@@ -77,12 +77,14 @@ CLI::Option* add_attention_option(CLI::App& cmd, AttentionKernel& attention) {
           [&attention](const std::string& name) {
             attention = name == "cudnn"   ? AttentionKernel::Cudnn
                         : name == "naive" ? AttentionKernel::Naive
+                        : name == "simt"  ? AttentionKernel::Simt
                                           : AttentionKernel::Flash;
           },
-          "CUDA attention: flash (tinytrain's, no T x T matrix) | naive (the T x T weights in memory) | "
+          "CUDA attention: flash (tinytrain's, no T x T matrix: tensor cores for bf16/fp16 at head sizes 64 and "
+          "128, else as simt) | simt (tinytrain's flash on the CUDA cores) | naive (the T x T weights in memory) | "
           "cudnn (cuDNN fused, where it supports the case)")
       ->default_str("flash")
-      ->check(CLI::IsMember({"flash", "naive", "cudnn"}));
+      ->check(CLI::IsMember({"flash", "simt", "naive", "cudnn"}));
 }
 
 void GpuFlags::add_to(CLI::App& cmd) {

@@ -74,7 +74,7 @@ CLI::Option* add_debug_sync_flag(CLI::App& cmd, bool& debug_sync);
 
 // --gemm cublaslt|naive|tiled|regblock|mma: what runs the CUDA backend's GEMMs (GpuFlags; `ops` on its own).
 CLI::Option* add_gemm_option(CLI::App& cmd, GemmKernel& gemm);
-// --attention flash|naive|cudnn: the CUDA backend's attention kernels (the CPU has one).
+// --attention flash|simt|naive|cudnn: the CUDA backend's attention kernels (the CPU has one).
 CLI::Option* add_attention_option(CLI::App& cmd, AttentionKernel& attention);
 
 // --tf32, --gemm, --attention and --debug-sync: how the CUDA backend runs the model (`train`, `profile`, `verify`).

@@ -17,7 +17,7 @@ namespace tt {
 // Options that only the CUDA backend reads.
 struct GpuOptions {
   bool tf32 = false;             // --tf32: allow TF32 tensor-core GEMMs
-  AttentionKernel attention = AttentionKernel::Flash;  // --attention flash|naive|cudnn
+  AttentionKernel attention = AttentionKernel::Flash;  // --attention flash|simt|naive|cudnn
   int device = 0;                // the CUDA device to run on: a rank's LOCAL_RANK
   bool debug_sync = false;       // --debug-sync: wait after every op, name the op that fails
   GemmKernel gemm = GemmKernel::CublasLt;  // --gemm cublaslt|naive|tiled|regblock|mma: what runs the linear ops' GEMMs

@@ -18,7 +18,9 @@ enum class GemmKernel {
 
 // Which kernel runs the attention core (--attention; docs/attention.md has the ladder).
 enum class AttentionKernel {
-  Flash,  // tinytrain's flash attention (kernels/cuda/flash_attention.cu): tiles, online softmax, no (T,T) matrix
+  Flash,  // flash attention on tensor cores (kernels/cuda/flash_attention_mma.cu) where it serves the case
+          // (bf16/fp16, head sizes 64 and 128), else on the CUDA cores (Simt)
+  Simt,   // flash attention on the CUDA cores (kernels/cuda/flash_attention.cu): tiles, online softmax, no (T,T) matrix
   Naive,  // the first rung (kernels/cuda/naive_attention.cu): the (T,T) weights in a workspace, for teaching and comparison
   Cudnn,  // cuDNN's fused attention where it serves the case (use_library_attention), else Flash
 };

@@ -444,9 +444,11 @@ std::vector<CaseSpec> linear_gemm_cases(DType act, GemmKernel gemm) {
 std::vector<CaseSpec> linear_cases(DType act = DType::F32) { return linear_gemm_cases(act, GemmKernel::CublasLt); }
 
 // ---- attention: qkv (B,T,3C) -> out (B,T,C), lse (B,NH,T); backward dqkv ----
-// Run by the default CUDA backend (flash attention) in AllOps, and by one with --attention naive
-// in NaiveAttention below. T not a multiple of the 32-row tile (13, 67, 130), T = 1, head sizes
-// 8 to 128 (and 16), causal and not, dropout 0 to 0.5.
+// Run by the default CUDA backend (flash attention: on tensor cores for the 16-bit cases of head
+// size 64 and 128, flash_attention_mma.cu) in AllOps, by one with --attention simt in
+// SimtAttention and by one with --attention naive in NaiveAttention below. T not a multiple of
+// the 32- or 64-row tile (13, 37, 67, 130), T = 1, head sizes 8 to 128 (and 16), causal and not,
+// dropout 0 to 0.5, grouped key/value heads.
 struct AttentionParams {
   int B, T, NH, HS;
   bool causal;
@@ -471,12 +473,18 @@ CaseSpec attention_case(AttentionParams p, DType act) {
            const int step = c.scalar_i32("step", 7, false);
            const int qkv = c.input("qkv", {p.B, p.T, W}, 31, -1.5f, 1.5f);
            const int dout = c.input("dout", {p.B, p.T, C}, 32);
-           const int out = c.output("out", {p.B, p.T, C}, fwd);
+           // 16-bit on tensor cores: each weight P is rounded to the storage type before its
+           // product with v (relative error u_16), so out is off by at most u_16 sum|P v|
+           // against max|out|: one more storage_tol (0 for fp32, where the rung does not run).
+           const double weights = act == DType::F32 ? 0.0 : storage_tol(act);
+           const int out = c.output("out", {p.B, p.T, C}, fwd + weights);
            const int lse = c.output_f32("lse", {p.B, p.NH, p.T}, fwd);
            // 16-bit: another 2u for the out the flash backward reads, which each backend
-           // rounded from its own fp32 result (file comment). A shared key or value head
-           // sums its group's heads' gradients: their budgets add up.
-           const int dqkv = c.output("dqkv", {p.B, p.T, W}, s.layout().group() * (2.0 * fwd + storage_tol(act)));
+           // rounded from its own fp32 result (file comment), and on tensor cores the rounded P
+           // and dS of the backward's products, one u_16 each. A shared key or value head sums
+           // its group's heads' gradients: their budgets add up.
+           const int dqkv = c.output("dqkv", {p.B, p.T, W},
+                                     s.layout().group() * (2.0 * fwd + storage_tol(act) + 2.0 * weights));
            const int dout_dot_out = c.output_f32("dout_dot_out", {p.B, p.NH, p.T}, -1.0);
            const float drop = p.p;
            c.run = [=](Backend& be, const std::vector<Tensor>& v) {
@@ -502,7 +510,12 @@ std::vector<CaseSpec> attention_cases(DType act = DType::F32) {
           : std::vector<P>{P{1, 1, 1, 8, true, 0.0f},    P{2, 13, 2, 8, true, 0.0f},
                            P{2, 13, 4, 32, true, 0.1f},  P{1, 67, 2, 64, true, 0.2f},
                            P{2, 67, 1, 128, false, 0.0f}, P{1, 130, 3, 16, false, 0.5f},
-                           P{2, 37, 4, 16, true, 0.1f, 2}};
+                           P{2, 37, 4, 16, true, 0.1f, 2},
+                           // the tensor-core rung's: one key, tiles of 64 and their edges, the
+                           // causal skip, dropout, grouped heads
+                           P{2, 1, 2, 64, false, 0.1f},  P{1, 37, 2, 64, false, 0.0f},
+                           P{1, 200, 2, 64, true, 0.1f}, P{1, 130, 1, 128, true, 0.1f},
+                           P{2, 70, 4, 64, true, 0.1f, 2}, P{1, 67, 4, 128, false, 0.0f, 1}};
   for (P p : shapes) specs.push_back(attention_case(p, act));
   return specs;
 }
@@ -1201,6 +1214,35 @@ std::vector<CaseSpec> attention_cases_all_dtypes() {
 INSTANTIATE_TEST_SUITE_P(NaiveAttention, CudaOpsNaiveAttention, ::testing::ValuesIn(attention_cases_all_dtypes()),
                          [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
 
+// The 16-bit cases on --attention simt (flash_attention.cu, the CUDA cores), which the default
+// hands them to the tensor cores otherwise; AllOps runs the fp32 ones there.
+class CudaOpsSimtAttention : public CudaTest, public ::testing::WithParamInterface<CaseSpec> {
+ protected:
+  void SetUp() override {
+    CudaTest::SetUp();
+    if (!cuda) return;
+    CudaOptions simt;
+    simt.attention = AttentionKernel::Simt;
+    std::string why;
+    cuda = test::cuda_backend_or_skip(why, simt);
+  }
+};
+
+TEST_P(CudaOpsSimtAttention, MatchesCpuBackend) {
+  const OpCase c = GetParam().make();
+  compare(GetParam().name, c, run_on(*cpu, c), run_on(*cuda, c));
+}
+
+std::vector<CaseSpec> attention_cases_16_bit() {
+  std::vector<CaseSpec> all = attention_cases(DType::BF16);
+  const std::vector<CaseSpec> f16 = attention_cases(DType::F16);
+  all.insert(all.end(), f16.begin(), f16.end());
+  return all;
+}
+
+INSTANTIATE_TEST_SUITE_P(SimtAttention, CudaOpsSimtAttention, ::testing::ValuesIn(attention_cases_16_bit()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
+
 // Flash against naive, the two CUDA rungs, directly: within each case's tolerance (which covers
 // both against the CPU); and the flash backward bit for bit the same when run again (no atomics,
 // fixed-order sums).
@@ -1220,22 +1262,31 @@ TEST_P(CudaFlashAttention, AgreesWithNaiveAndRepeatsBitForBit) {
 
 INSTANTIATE_TEST_SUITE_P(FlashAttention, CudaFlashAttention, ::testing::ValuesIn(attention_cases()),
                          [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
+// ... and on tensor cores (the 16-bit cases of head size 64 and 128 run there)
+INSTANTIATE_TEST_SUITE_P(FlashAttention16, CudaFlashAttention, ::testing::ValuesIn(attention_cases_16_bit()),
+                         [](const ::testing::TestParamInfo<CaseSpec>& info) { return info.param.name; });
 
 // A softmax row with one key (T = 1, and a causal sequence's first query) has weight 1 whatever
 // its score, so that row's score gradient is exactly zero, and with it the query's dq (and, at
 // T = 1, every key's dk). The flash backward's D = dout . out and dP = dout . v are one sum in two
 // orders whose difference is rounding noise, which AdamW would turn into lr-sized moves of the q
-// and k weights: every rung must give the exact zero, with dropout, in fp32 and bf16.
+// and k weights: every rung must give the exact zero (flash at head size 64 in bf16: on tensor
+// cores), with dropout, in fp32 and bf16.
 TEST_F(CudaTest, ASingleKeyRowHasAnExactlyZeroScoreGradientOnEveryRung) {
   CudaOptions naive_options;
   naive_options.attention = AttentionKernel::Naive;
   std::string why;
   const std::unique_ptr<Backend> naive = test::cuda_backend_or_skip(why, naive_options);
   ASSERT_TRUE(naive) << why;
+  CudaOptions simt_options;
+  simt_options.attention = AttentionKernel::Simt;
+  const std::unique_ptr<Backend> simt = test::cuda_backend_or_skip(why, simt_options);
+  ASSERT_TRUE(simt) << why;
   const std::vector<std::pair<std::string, Backend*>> rungs = {
-      {"cpu", cpu.get()}, {"flash", cuda.get()}, {"naive", naive.get()}};
-  for (DType act : {DType::F32, DType::BF16}) {
-    const AttentionParams one_token{2, 1, 2, 16, false, 0.1f}, causal{2, 37, 2, 16, true, 0.1f};
+      {"cpu", cpu.get()}, {"flash", cuda.get()}, {"simt", simt.get()}, {"naive", naive.get()}};
+  // head size 64 in bf16: flash on tensor cores
+  for (const auto& [HS, act] : {std::pair{16, DType::F32}, std::pair{16, DType::BF16}, std::pair{64, DType::BF16}}) {
+    const AttentionParams one_token{2, 1, 2, HS, false, 0.1f}, causal{2, 37, 2, HS, true, 0.1f};
     for (const AttentionParams p : {one_token, causal}) {
       const CaseSpec spec = attention_case(p, act);
       const OpCase c = spec.make();

@@ -6,7 +6,7 @@ Shapes: batch 4, 12 heads of 64, causal, no dropout, T = 256, 512, 1024, 2048, 4
 `ops perf --attention-sweep` cases, engine/ops/op_cases.h), in --dtype (bf16 by default: cuDNN
 takes no fp32). Forward and backward are timed apart:
   tinytrain   `<tinytrain> ops perf --backend cuda --attention-sweep --op attention --dtype D
-              --attention flash|naive|cudnn`: each case's us/call (2 warm-up calls, then about
+              --attention flash|simt|naive|cudnn`: each case's us/call (2 warm-up calls, then about
               0.2 s of calls, timed on the stream). The forward writes out and lse; the backward
               recomputes the weights and writes dqkv (nothing (T,T) in memory for flash).
   torch-sdpa  torch.nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True) on
@@ -33,7 +33,7 @@ import sys
 
 SEQS = (256, 512, 1024, 2048, 4096)
 B, NH, HS = 4, 12, 64
-KERNELS = ("flash", "naive", "cudnn")
+KERNELS = ("flash", "simt", "naive", "cudnn")
 
 # ops perf prints: op, shape, dtype, us/call, GFLOP/s, ...; the shape holds spaces.
 PERF_LINE = re.compile(r"^(attention_forward|attention_backward)\s+B(\d+) T(\d+) NH(\d+) HS(\d+) \S+ p\S+\s+"

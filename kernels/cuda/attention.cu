@@ -1,9 +1,11 @@
 // The attention ladder of the CUDA backend (--attention, kernels/cuda_options.h): which
-// kernels run the attention core. flash (flash_attention.cu, the default): tiles and the online
-// softmax, nothing (T,T) in memory. naive (naive_attention.cu): the (T,T) weights written to a
-// work buffer and read back, the first rung, for teaching and comparison. cudnn: cuDNN's fused
-// attention (kernels/cuda/cudnn_attention.h) for the cases it serves, flash for the rest.
-// All three keep the contract of kernels/backend.h: lse (B,NH,T) saved by the forward,
+// kernels run the attention core. flash (the default): flash attention on tensor cores
+// (flash_attention_mma.cu) for bf16 and fp16 at head sizes 64 and 128, on the CUDA cores
+// (flash_attention.cu) for the rest. simt: flash_attention.cu's kernels for every case: tiles
+// and the online softmax, nothing (T,T) in memory, fp32 arithmetic. naive (naive_attention.cu):
+// the (T,T) weights written to a work buffer and read back, the first rung, for teaching and
+// comparison. cudnn: cuDNN's fused attention (kernels/cuda/cudnn_attention.h) for the cases it
+// serves, flash for the rest. All of them keep the contract of kernels/backend.h: lse (B,NH,T) saved by the forward,
 // dout_dot_out (B,NH,T) scratch for the backward. docs/attention.md compares them.
 #include <string>
 
@@ -54,6 +56,12 @@ bool CudaBackend::runs_naive_attention(const AttentionShape& s) const {
   return options_.attention == AttentionKernel::Naive || !flash_attention_serves(s);
 }
 
+// The tensor-core kernels run by default (flash, and cudnn's fallback) where they serve the case.
+bool CudaBackend::runs_mma_attention(const AttentionShape& s, std::initializer_list<Tensor> views) const {
+  return (options_.attention == AttentionKernel::Flash || options_.attention == AttentionKernel::Cudnn) &&
+         flash_attention_mma_serves(s, views);
+}
+
 // qkv (B,T,3C) -> out (B,T,C), lse (B,NH,T)
 void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s,
                                     const DropoutMask& dropout) {
@@ -61,6 +69,8 @@ void CudaBackend::attention_forward(Tensor out, Tensor lse, Tensor qkv, const At
     cudnn_attention_->forward(out, lse, qkv, s, dropout);
   else if (runs_naive_attention(s))
     naive_attention_forward(out, lse, qkv, s, dropout);
+  else if (runs_mma_attention(s, {out, qkv}))
+    flash_attention_mma_forward(out, lse, qkv, s, dropout);
   else
     flash_attention_forward(out, lse, qkv, s, dropout);
 }
@@ -72,6 +82,8 @@ void CudaBackend::attention_backward(Tensor dqkv, Tensor dout_dot_out, Tensor do
     cudnn_attention_->backward(dqkv, dout_dot_out, dout, qkv, out, lse, s, dropout);
   else if (runs_naive_attention(s))
     naive_attention_backward(dqkv, dout, qkv, s, dropout);
+  else if (runs_mma_attention(s, {dqkv, dout, qkv, out}))
+    flash_attention_mma_backward(dqkv, dout_dot_out, dout, qkv, out, lse, s, dropout);
   else
     flash_attention_backward(dqkv, dout_dot_out, dout, qkv, out, lse, s, dropout);
 }

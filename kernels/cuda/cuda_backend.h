@@ -6,6 +6,7 @@
 #include <cublasLt.h>
 #include <cuda_runtime.h>
 
+#include <initializer_list>
 #include <map>
 #include <memory>
 #include <set>
@@ -23,6 +24,9 @@ namespace tt {
 // Whether flash_attention.cu's kernels serve this shape (head sizes up to 256); the naive
 // kernels serve any.
 bool flash_attention_serves(const AttentionShape& s);
+// Whether flash_attention_mma.cu's tensor-core kernels serve this shape and these views (head
+// sizes 64 and 128, bf16 or fp16, 16-byte aligned).
+bool flash_attention_mma_serves(const AttentionShape& s, std::initializer_list<Tensor> views);
 
 class CudaBackend final : public Backend {
  public:
@@ -124,8 +128,14 @@ class CudaBackend final : public Backend {
   // Activation::Swiglu, with the FFN's dropout (swiglu.cu): the activation ops call these
   void swiglu_forward(Tensor out, Tensor inp, const DropoutMask& dropout);
   void swiglu_backward(Tensor dinp, Tensor dout, Tensor inp, const DropoutMask& dropout);
-  // The attention ladder (attention.cu): flash_attention.cu's kernels, naive_attention.cu's.
+  // The attention ladder (attention.cu): flash_attention_mma.cu's kernels, flash_attention.cu's,
+  // naive_attention.cu's.
   bool runs_naive_attention(const AttentionShape& s) const;
+  bool runs_mma_attention(const AttentionShape& s, std::initializer_list<Tensor> views) const;
+  void flash_attention_mma_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s,
+                                   const DropoutMask& dropout);
+  void flash_attention_mma_backward(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Tensor qkv, Tensor out,
+                                    Tensor lse, const AttentionShape& s, const DropoutMask& dropout);
   void flash_attention_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s, const DropoutMask& dropout);
   void flash_attention_backward(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Tensor qkv, Tensor out, Tensor lse,
                                 const AttentionShape& s, const DropoutMask& dropout);

@@ -1,0 +1,598 @@
+// Flash attention on tensor cores (`--attention flash`, the default for bf16 and fp16 at head
+// sizes 64 and 128): the FlashAttention-2 scheme, forward and backward, every product of the
+// attention core an mma.sync of 16-bit operands with fp32 accumulators (kernels/cuda/mma.cuh).
+// The algorithm is flash_attention.cu's (the CUDA-core rung, `--attention simt`): the online
+// softmax forward, lse = m + log(l) kept for the backward, D = rowsum(dout * out), dS = P (dP - D),
+// a row with one key giving dS = 0 exactly. docs/attention.md draws the fragments and the tiling.
+//
+// ---- Two-level tiling ----
+// A block of 4 warps owns 64 rows (queries in the forward and the dq kernel, keys in the dk/dv
+// kernel), each warp 16 of them: one mma tile's m. The block streams the other side in tiles of
+// 64 rows (keys, or queries) through shared memory, two stages of cp.async: the next tile's
+// copy runs while the tensor cores work on this one. Per streamed tile a warp computes a 16 x 64
+// block of scores S (8 mma n-tiles of 8 columns, HS/16 mma k-steps each) into registers, turns it
+// into weights there, and multiplies the weights (rounded to 16 bits) by the tile's rows. The
+// accumulator fragment of two neighbouring n-tiles is exactly an A fragment of 16 x 16 (PTX ISA,
+// "Matrix Fragments for mma.m16n8k16": C[g][2t..2t+1] of n-tiles 2k and 2k+1 are A[g][2t..2t+1]
+// and A[g][2t+8..2t+9]), so S and P never leave registers.
+//
+//   forward        per key tile: S = Q K^T, online softmax on S's fragments, O += P V
+//   backward dq    first D = rowsum(dout * out) (written for the next kernel); per key tile:
+//                  S = Q K^T, dP = dO V^T, dS = P (dP - D), dQ += dS K          (3 products)
+//   backward dk/dv per query tile of each query head of the key's group: S^T = K Q^T,
+//                  dP^T = V dO^T, dV += P^T dO, dK += dS^T Q                   (4 products)
+// The backward computes dS twice, once for dQ and once for dK (7 products against the forward's
+// 2), so that dQ is summed by one block in a fixed order with no atomics and no workspace:
+// deterministic, and no (T, HS) partial per key block.
+//
+// ---- Layout, edges and causality ----
+// A tile's rows sit in shared memory at HS + 8 elements apart (144 or 272 bytes): the 8 rows one
+// ldmatrix phase reads start 4 banks apart, all 32 banks, no conflict. Rows past T are copied as
+// zeros (cp.async's src_bytes 0) and never written back. Causal: key tiles wholly above a query
+// block's last row are never loaded (and query tiles wholly before a key block's first row); the
+// tile on the diagonal masks its scores one by one.
+//
+// ---- Numerics ----
+// Scores, the softmax, D and every accumulator are fp32. The weights P (and dS) are rounded to
+// the storage type before their products, as FlashAttention-2 does: a relative error of up to
+// u_16 = 2^-8 (bf16) or 2^-11 (fp16) on each weight, on top of the CUDA-core rung's fp32 sums
+// (the tests' tolerances add it). The emulator sums an mma's products one at a time in k order
+// (simt/tensor_core.h); a GPU's tensor core may round differently within one mma.
+// Dropout: the factor of weight (b,h,t,j) is element ((b NH + h) T + t) T + j of the mask, drawn
+// from kernels/common/philox.h as every backend draws it.
+#include <cmath>
+#include <cstdint>
+#include <stdexcept>
+#include <string>
+#include <type_traits>
+
+#include "kernels/common/half.h"
+#include "kernels/cuda/attention_tiles.cuh"
+#include "kernels/cuda/cuda_backend.h"
+#include "kernels/cuda/cuda_check.h"
+#include "kernels/cuda/dropout_factor.cuh"
+#include "kernels/cuda/mma.cuh"
+#include "kernels/cuda/storage.cuh"
+#include "kernels/cuda/warp.cuh"
+
+namespace tt {
+
+namespace {
+
+constexpr int kRows = 64;                  // the block's own rows, and the rows of a streamed tile
+constexpr int kMmaWarps = kRows / 16;      // 16 rows per warp: one mma tile's m
+constexpr int kMmaThreads = kMmaWarps * kWarp;
+constexpr int kScoreTiles = kRows / 8;     // a warp's 16 x 64 scores: 8 mma n-tiles of 8 columns
+constexpr int kPad = 8;                    // elements after each shared row: ldmatrix without conflicts
+
+template <int kHS>
+constexpr int kStride = kHS + kPad;        // elements from one shared row to the next
+
+// A 16 x 64 block of fp32 accumulators: n-tile nt, register i holds row g + 8 (i / 2), column
+// nt * 8 + 2 t + i % 2 (g = lane / 4, t = lane % 4).
+using ScoreFragments = float[kScoreTiles][4];
+
+// ---------------------------------------------------------------------------------------------
+// Copies and fragments
+// ---------------------------------------------------------------------------------------------
+
+// Issues the copies of rows row0 .. row0 + 63 of a matrix whose row r starts at src + r * stride
+// (elements) into `tile` [64][HS + 8]: 16 bytes a cp.async, consecutive threads along a row.
+// Rows at or past T are zero-filled.
+template <typename S, int kHS>
+__device__ __forceinline__ void copy_tile(S* tile, const S* src, int64_t stride, int row0, int T) {
+  constexpr int kChunks = kHS * static_cast<int>(sizeof(S)) / 16;  // 16-byte chunks per row
+  constexpr int kPerChunk = 16 / static_cast<int>(sizeof(S));
+  for (int c = static_cast<int>(threadIdx.x); c < kRows * kChunks; c += kMmaThreads) {
+    const int r = c / kChunks, chunk = c % kChunks;
+    const bool inside = row0 + r < T;
+    const S* from = inside ? src + static_cast<int64_t>(row0 + r) * stride + chunk * kPerChunk : src;
+    cp_async_cg(tile + r * kStride<kHS> + chunk * kPerChunk, from, inside ? 16 : 0);
+  }
+}
+
+// The A fragments of rows row0 .. row0 + 15 of a shared tile, all HS channels: a[ks] is the
+// 16 x 16 block of channels 16 ks ..; ldmatrix.x4 matrix j is rows + 8 (j % 2), channels + 8 (j / 2).
+template <typename S, int kHS>
+__device__ __forceinline__ void load_row_fragments(uint32_t (&a)[kHS / 16][4], const S* tile, int row0) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, j = lane / 8;
+  const S* row = tile + (row0 + 8 * (j % 2) + lane % 8) * kStride<kHS> + 8 * (j / 2);
+#pragma unroll
+  for (int ks = 0; ks < kHS / 16; ++ks) ldmatrix<4, false>(a[ks], row + 16 * ks);
+}
+
+// acc (16 x 64) = a (16 x HS) times tile^T: column n of the result is the dot product with the
+// tile's row n. B's registers from the tile's rows as they are: ldmatrix.x4 matrix j is rows
+// 16 np + 8 (j / 2), channels 16 ks + 8 (j % 2), so registers 0, 1 are n-tile 2 np's b and 2, 3
+// n-tile 2 np + 1's.
+template <typename S, int kHS>
+__device__ __forceinline__ void multiply_by_rows(ScoreFragments& acc, const uint32_t (&a)[kHS / 16][4],
+                                                 const S* tile) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, j = lane / 8;
+#pragma unroll
+  for (int nt = 0; nt < kScoreTiles; ++nt)
+#pragma unroll
+    for (int i = 0; i < 4; ++i) acc[nt][i] = 0.0f;
+#pragma unroll
+  for (int ks = 0; ks < kHS / 16; ++ks) {
+#pragma unroll
+    for (int np = 0; np < kScoreTiles / 2; ++np) {
+      uint32_t b[4];
+      ldmatrix<4, false>(b, tile + (16 * np + 8 * (j / 2) + lane % 8) * kStride<kHS> + 16 * ks + 8 * (j % 2));
+      const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+      mma_m16n8k16<S>(acc[2 * np], a[ks], b0, acc[2 * np]);
+      mma_m16n8k16<S>(acc[2 * np + 1], a[ks], b1, acc[2 * np + 1]);
+    }
+  }
+}
+
+// acc (16 x HS) += w (16 x 64, accumulator fragments, rounded to S) times tile (64 x HS). The
+// accumulators of n-tiles 2 kk and 2 kk + 1 are the A fragment of columns 16 kk ..; B's
+// registers are the tile's rows transposed by ldmatrix.trans: matrix j is rows 16 kk + 8 (j % 2),
+// channels 16 np + 8 (j / 2).
+template <typename S, int kHS>
+__device__ __forceinline__ void accumulate_rows(float (&acc)[kHS / 8][4], const ScoreFragments& w, const S* tile) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, j = lane / 8;
+#pragma unroll
+  for (int kk = 0; kk < kScoreTiles / 2; ++kk) {
+    const uint32_t a[4] = {pack2(from_float<S>(w[2 * kk][0]), from_float<S>(w[2 * kk][1])),
+                           pack2(from_float<S>(w[2 * kk][2]), from_float<S>(w[2 * kk][3])),
+                           pack2(from_float<S>(w[2 * kk + 1][0]), from_float<S>(w[2 * kk + 1][1])),
+                           pack2(from_float<S>(w[2 * kk + 1][2]), from_float<S>(w[2 * kk + 1][3]))};
+#pragma unroll
+    for (int np = 0; np < kHS / 16; ++np) {
+      uint32_t b[4];
+      ldmatrix<4, true>(b, tile + (16 * kk + 8 * (j % 2) + lane % 8) * kStride<kHS> + 16 * np + 8 * (j / 2));
+      const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
+      mma_m16n8k16<S>(acc[2 * np], a, b0, acc[2 * np]);
+      mma_m16n8k16<S>(acc[2 * np + 1], a, b1, acc[2 * np + 1]);
+    }
+  }
+}
+
+// The dropout factors of mask elements `index` and `index + 1`: one Philox call for the pair, two
+// when it straddles a group of four.
+__device__ __forceinline__ void dropout_pair(const DropoutKey& key, uint64_t index, float p, float keep_scale,
+                                             float& first, float& second) {
+  const Philox4 bits = dropout_bits4(key, index >> 2);
+  const int word = static_cast<int>(index & 3);
+  first = dropout_factor(bits.v[word], p, keep_scale);
+  const uint32_t next = word < 3 ? bits.v[word + 1] : dropout_bits4(key, (index >> 2) + 1).v[0];
+  second = dropout_factor(next, p, keep_scale);
+}
+
+// Writes rows row0 .. row0 + 15 of a warp's 16 x HS accumulators, times `scale`, to dst + row *
+// stride + channel (rows at or past T are not written).
+template <typename S, int kHS>
+__device__ __forceinline__ void store_rows(S* dst, int64_t stride, const float (&acc)[kHS / 8][4], int row0, int T,
+                                           float scale0, float scale1) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, g = lane / 4, t = lane % 4;
+#pragma unroll
+  for (int half = 0; half < 2; ++half) {
+    const int row = row0 + g + 8 * half;
+    if (row >= T) continue;
+    const float scale = half == 0 ? scale0 : scale1;
+    S* out = dst + static_cast<int64_t>(row) * stride;
+#pragma unroll
+    for (int nd = 0; nd < kHS / 8; ++nd) {
+      out[8 * nd + 2 * t] = from_float<S>(acc[nd][2 * half] * scale);
+      out[8 * nd + 2 * t + 1] = from_float<S>(acc[nd][2 * half + 1] * scale);
+    }
+  }
+}
+
+// The sum and the max of a value over the 4 lanes that share a row of a fragment (lanes 4g .. 4g+3).
+__device__ __forceinline__ float quad_sum(float v) {
+  v += __shfl_xor_sync(kFullMask, v, 1);
+  return v + __shfl_xor_sync(kFullMask, v, 2);
+}
+__device__ __forceinline__ float quad_max(float v) {
+  v = fmaxf(v, __shfl_xor_sync(kFullMask, v, 1));
+  return fmaxf(v, __shfl_xor_sync(kFullMask, v, 2));
+}
+
+// Which (b, head) and which 64 rows a block owns: grid B * heads * ceil(T / 64).
+struct BlockRows {
+  int b, head, row0;
+};
+__device__ __forceinline__ BlockRows block_rows(int T, int heads) {
+  const int per_head = (T + kRows - 1) / kRows;
+  const int bh = static_cast<int>(blockIdx.x) / per_head;
+  return {bh / heads, bh % heads, (static_cast<int>(blockIdx.x) % per_head) * kRows};
+}
+
+// ---------------------------------------------------------------------------------------------
+// Forward. qkv (B,T,W) (kernels/common/qkv_layout.h) -> out (B,T,C), lse (B,NH,T) fp32.
+// Shared: q_s [64][HS+8], then two stages of k_s, v_s [64][HS+8].
+// ---------------------------------------------------------------------------------------------
+template <typename S, int kHS>
+__global__ void __launch_bounds__(kMmaThreads)
+    flash_attention_mma_forward_kernel(S* __restrict__ out, float* __restrict__ lse, const S* __restrict__ qkv, int T,
+                                       QkvLayout at, bool causal, DropoutMask dropout) {
+  extern __shared__ __align__(16) char smem[];
+  constexpr int kTileElements = kRows * kStride<kHS>;
+  S* q_s = reinterpret_cast<S*>(smem);
+  S* stages = q_s + kTileElements;  // stage s: k at stages + 2 s tile, v after it
+  const BlockRows blk = block_rows(T, at.NH);
+  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t W = at.width(), C = at.q_width();
+  const S* token0 = qkv + static_cast<int64_t>(blk.b) * T * W;
+  const int bh = blk.b * at.NH + blk.head;
+  const int key_end = causal ? min(T, blk.row0 + kRows) : T;  // keys any row of the block sees
+  const int tiles = (key_end + kRows - 1) / kRows;
+  const float scale = 1.0f / sqrtf(static_cast<float>(kHS));
+  const float p = dropout.p, keep_scale = 1.0f / (1.0f - p);
+  DropoutKey key{};
+  if (p > 0.0f) key = dropout.key();
+
+  copy_tile<S, kHS>(q_s, token0 + at.q(blk.head), W, blk.row0, T);
+  copy_tile<S, kHS>(stages, token0 + at.k(blk.head), W, 0, T);
+  copy_tile<S, kHS>(stages + kTileElements, token0 + at.v(blk.head), W, 0, T);
+  cp_async_commit_group();
+
+  const int warp_row0 = blk.row0 + 16 * warp;
+  uint32_t q_frag[kHS / 16][4];
+  float o[kHS / 8][4] = {};                  // unnormalised output, rows g and g + 8
+  float m[2] = {-INFINITY, -INFINITY};       // running max of rows g and g + 8
+  float l[2] = {0.0f, 0.0f};                 // running sum of exp(score - m)
+  for (int tile = 0; tile < tiles; ++tile) {
+    if (tile + 1 < tiles) {  // the next tile's copy, into the stage the previous iteration freed
+      S* next = stages + 2 * ((tile + 1) % 2) * kTileElements;
+      copy_tile<S, kHS>(next, token0 + at.k(blk.head), W, (tile + 1) * kRows, T);
+      copy_tile<S, kHS>(next + kTileElements, token0 + at.v(blk.head), W, (tile + 1) * kRows, T);
+    }
+    cp_async_commit_group();
+    cp_async_wait_group<1>();  // this tile's group has landed (for this thread) ...
+    __syncthreads();           // ... and every thread's
+    if (tile == 0) load_row_fragments<S, kHS>(q_frag, q_s, 16 * warp);
+    const S* k_s = stages + 2 * (tile % 2) * kTileElements;
+    const S* v_s = k_s + kTileElements;
+    const int key0 = tile * kRows;
+
+    ScoreFragments s;
+    multiply_by_rows<S, kHS>(s, q_frag, k_s);
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {  // rows g and g + 8: the online softmax
+      const int row = warp_row0 + g + 8 * half;
+      float tile_max = -INFINITY;
+#pragma unroll
+      for (int nt = 0; nt < kScoreTiles; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int key_j = key0 + 8 * nt + 2 * t + c;
+          const bool visible = key_j < T && (!causal || key_j <= row);
+          float& score = s[nt][2 * half + c];
+          score = visible ? score * scale : -INFINITY;
+          tile_max = fmaxf(tile_max, score);
+        }
+      const float m_new = fmaxf(m[half], quad_max(tile_max));
+      const float base = m_new == -INFINITY ? 0.0f : m_new;  // a row that has seen no key yet
+      const float rescale = expf(m[half] - base);            // 0 on the row's first visible tile
+      float sum = 0.0f;
+#pragma unroll
+      for (int nt = 0; nt < kScoreTiles; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          float& e = s[nt][2 * half + c];
+          e = expf(e - base);  // 0 where masked
+          sum += e;
+        }
+      l[half] = l[half] * rescale + quad_sum(sum);
+      m[half] = m_new;
+#pragma unroll
+      for (int nd = 0; nd < kHS / 8; ++nd) {
+        o[nd][2 * half] *= rescale;
+        o[nd][2 * half + 1] *= rescale;
+      }
+      if (p > 0.0f) {  // the weights v is summed with are dropped out; l is not
+        const uint64_t mask_row = dropout.index_offset + (static_cast<uint64_t>(bh) * T + row) * T;
+#pragma unroll
+        for (int nt = 0; nt < kScoreTiles; ++nt) {
+          float f0, f1;
+          dropout_pair(key, mask_row + key0 + 8 * nt + 2 * t, p, keep_scale, f0, f1);
+          s[nt][2 * half] *= f0;
+          s[nt][2 * half + 1] *= f1;
+        }
+      }
+    }
+    accumulate_rows<S, kHS>(o, s, v_s);
+    __syncthreads();  // every warp is done with this stage before the next iteration copies over it
+  }
+  S* out_head = out + static_cast<int64_t>(blk.b) * T * C + at.q(blk.head);
+  store_rows<S, kHS>(out_head, C, o, warp_row0, T, 1.0f / l[0], 1.0f / l[1]);
+  if (t == 0)
+    for (int half = 0; half < 2; ++half) {
+      const int row = warp_row0 + g + 8 * half;
+      if (row < T) lse[static_cast<int64_t>(bh) * T + row] = m[half] + logf(l[half]);
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward, kernel 1: D and dq. dout (B,T,C), out (B,T,C), qkv (B,T,W), lse (B,NH,T) ->
+// dout_dot_out (B,NH,T) = D, dqkv's q part. One block per 64 query rows of one (b, h).
+// Shared: q_s, do_s [64][HS+8], two stages of k_s, v_s [64][HS+8], lse_s and d_s [64] fp32.
+// ---------------------------------------------------------------------------------------------
+template <typename S, int kHS>
+__global__ void __launch_bounds__(kMmaThreads)
+    flash_attention_mma_backward_dq_kernel(S* __restrict__ dqkv, float* __restrict__ dout_dot_out,
+                                           const S* __restrict__ dout, const S* __restrict__ out,
+                                           const S* __restrict__ qkv, const float* __restrict__ lse, int T,
+                                           QkvLayout at, bool causal, DropoutMask dropout) {
+  extern __shared__ __align__(16) char smem[];
+  constexpr int kTileElements = kRows * kStride<kHS>;
+  S* q_s = reinterpret_cast<S*>(smem);
+  S* do_s = q_s + kTileElements;
+  S* stages = do_s + kTileElements;
+  float* lse_s = reinterpret_cast<float*>(stages + 4 * kTileElements);
+  float* d_s = lse_s + kRows;
+  const BlockRows blk = block_rows(T, at.NH);
+  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t W = at.width(), C = at.q_width();
+  const S* token0 = qkv + static_cast<int64_t>(blk.b) * T * W;
+  const int64_t out0 = static_cast<int64_t>(blk.b) * T * C + at.q(blk.head);  // (b, token 0, head h) of dout, out
+  const int bh = blk.b * at.NH + blk.head;
+  const int key_end = causal ? min(T, blk.row0 + kRows) : T;
+  const int tiles = (key_end + kRows - 1) / kRows;
+  const float scale = 1.0f / sqrtf(static_cast<float>(kHS));
+  const float p = dropout.p, keep_scale = 1.0f / (1.0f - p);
+  DropoutKey key{};
+  if (p > 0.0f) key = dropout.key();
+
+  copy_tile<S, kHS>(q_s, token0 + at.q(blk.head), W, blk.row0, T);
+  copy_tile<S, kHS>(do_s, dout + out0, C, blk.row0, T);
+  copy_tile<S, kHS>(stages, token0 + at.k(blk.head), W, 0, T);
+  copy_tile<S, kHS>(stages + kTileElements, token0 + at.v(blk.head), W, 0, T);
+  cp_async_commit_group();
+
+  // D = dout . out for the warp's 16 rows (lanes along the channels), before any key
+  const int warp_row0 = blk.row0 + 16 * warp;
+  for (int r = 0; r < 16; ++r) {
+    const int row = warp_row0 + r;
+    float part = 0.0f;
+    if (row < T)
+      for (int d = lane; d < kHS; d += kWarp)
+        part += to_float(dout[out0 + static_cast<int64_t>(row) * C + d]) *
+                to_float(out[out0 + static_cast<int64_t>(row) * C + d]);
+    const float D = warp_sum(part);
+    if (lane == 0) {
+      d_s[16 * warp + r] = D;
+      lse_s[16 * warp + r] = row < T ? lse[static_cast<int64_t>(bh) * T + row] : 0.0f;
+      if (row < T) dout_dot_out[static_cast<int64_t>(bh) * T + row] = D;
+    }
+  }
+
+  uint32_t q_frag[kHS / 16][4], do_frag[kHS / 16][4];
+  float dq[kHS / 8][4] = {};
+  for (int tile = 0; tile < tiles; ++tile) {
+    if (tile + 1 < tiles) {
+      S* next = stages + 2 * ((tile + 1) % 2) * kTileElements;
+      copy_tile<S, kHS>(next, token0 + at.k(blk.head), W, (tile + 1) * kRows, T);
+      copy_tile<S, kHS>(next + kTileElements, token0 + at.v(blk.head), W, (tile + 1) * kRows, T);
+    }
+    cp_async_commit_group();
+    cp_async_wait_group<1>();
+    __syncthreads();
+    if (tile == 0) {
+      load_row_fragments<S, kHS>(q_frag, q_s, 16 * warp);
+      load_row_fragments<S, kHS>(do_frag, do_s, 16 * warp);
+    }
+    const S* k_s = stages + 2 * (tile % 2) * kTileElements;
+    const S* v_s = k_s + kTileElements;
+    const int key0 = tile * kRows;
+
+    ScoreFragments s, dp;
+    multiply_by_rows<S, kHS>(s, q_frag, k_s);    // scores
+    multiply_by_rows<S, kHS>(dp, do_frag, v_s);  // dout . v
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int local = 16 * warp + g + 8 * half, row = blk.row0 + local;
+      const float row_lse = lse_s[local], D = d_s[local];
+      const bool one_key = (causal ? row + 1 : T) == 1;  // dS is exactly 0 (file comment)
+      const uint64_t mask_row = dropout.index_offset + (static_cast<uint64_t>(bh) * T + row) * T;
+#pragma unroll
+      for (int nt = 0; nt < kScoreTiles; ++nt) {
+        float factor[2] = {1.0f, 1.0f};
+        if (p > 0.0f) dropout_pair(key, mask_row + key0 + 8 * nt + 2 * t, p, keep_scale, factor[0], factor[1]);
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int key_j = key0 + 8 * nt + 2 * t + c;
+          const bool visible = row < T && key_j < T && (!causal || key_j <= row) && !one_key;
+          const float P = expf(s[nt][2 * half + c] * scale - row_lse);
+          s[nt][2 * half + c] = visible ? P * (factor[c] * dp[nt][2 * half + c] - D) : 0.0f;  // dS
+        }
+      }
+    }
+    accumulate_rows<S, kHS>(dq, s, k_s);
+    __syncthreads();
+  }
+  store_rows<S, kHS>(dqkv + static_cast<int64_t>(blk.b) * T * W + at.q(blk.head), W, dq, warp_row0, T, scale, scale);
+}
+
+// ---------------------------------------------------------------------------------------------
+// Backward, kernel 2: dk and dv, after kernel 1 has written D. One block per 64 key rows of one
+// (b, key/value head); it streams the query tiles of each query head of the key's group, head
+// after head. Shared: k_s, v_s [64][HS+8] (the block's keys and values), two stages of q_s, do_s
+// [64][HS+8] and lse_s, d_s [64] fp32.
+// ---------------------------------------------------------------------------------------------
+template <typename S, int kHS>
+__global__ void __launch_bounds__(kMmaThreads)
+    flash_attention_mma_backward_dkv_kernel(S* __restrict__ dqkv, const S* __restrict__ dout,
+                                            const S* __restrict__ qkv, const float* __restrict__ lse,
+                                            const float* __restrict__ dout_dot_out, int T, QkvLayout at, bool causal,
+                                            DropoutMask dropout) {
+  extern __shared__ __align__(16) char smem[];
+  constexpr int kTileElements = kRows * kStride<kHS>;
+  constexpr int kStageElements = 2 * kTileElements + 2 * kRows * static_cast<int>(sizeof(float) / sizeof(S));
+  S* k_s = reinterpret_cast<S*>(smem);
+  S* v_s = k_s + kTileElements;
+  S* stages = v_s + kTileElements;  // stage s: q_s, do_s, then lse_s and d_s as fp32
+  const BlockRows blk = block_rows(T, at.KVH);
+  const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
+  const int g = lane / 4, t = lane % 4;
+  const int64_t W = at.width(), C = at.q_width();
+  const S* token0 = qkv + static_cast<int64_t>(blk.b) * T * W;
+  const int h0 = blk.head * at.group();  // the group's first query head: at.k(h0) is this block's key head
+  const int first_query = causal ? blk.row0 : 0;  // queries before a key never attend to it
+  const int per_head = (T - first_query + kRows - 1) / kRows;
+  const int tiles = per_head * at.group();
+  const float scale = 1.0f / sqrtf(static_cast<float>(kHS));
+  const float p = dropout.p;
+  DropoutKey key{};
+  if (p > 0.0f) key = dropout.key();
+
+  // Stream tile i: query head h0 + i / per_head, queries from first_query + 64 (i % per_head).
+  auto copy_stage = [&](int i) {
+    S* stage = stages + (i % 2) * kStageElements;
+    const int h = h0 + i / per_head, query0 = first_query + (i % per_head) * kRows;
+    copy_tile<S, kHS>(stage, token0 + at.q(h), W, query0, T);
+    copy_tile<S, kHS>(stage + kTileElements, dout + static_cast<int64_t>(blk.b) * T * C + at.q(h), C, query0, T);
+    float* stats = reinterpret_cast<float*>(stage + 2 * kTileElements);
+    const int64_t head_rows = (static_cast<int64_t>(blk.b) * at.NH + h) * T;
+    for (int r = static_cast<int>(threadIdx.x); r < kRows; r += kMmaThreads) {
+      const int query = query0 + r;
+      stats[r] = query < T ? lse[head_rows + query] : 0.0f;
+      stats[kRows + r] = query < T ? dout_dot_out[head_rows + query] : 0.0f;
+    }
+  };
+  copy_tile<S, kHS>(k_s, token0 + at.k(h0), W, blk.row0, T);
+  copy_tile<S, kHS>(v_s, token0 + at.v(h0), W, blk.row0, T);
+  copy_stage(0);
+  cp_async_commit_group();
+
+  const int warp_row0 = blk.row0 + 16 * warp;  // the warp's 16 keys
+  float dk[kHS / 8][4] = {}, dv[kHS / 8][4] = {};
+  for (int i = 0; i < tiles; ++i) {
+    if (i + 1 < tiles) copy_stage(i + 1);
+    cp_async_commit_group();
+    cp_async_wait_group<1>();
+    __syncthreads();
+    const S* stage = stages + (i % 2) * kStageElements;
+    const S* q_s = stage;
+    const S* do_s = stage + kTileElements;
+    const float* lse_s = reinterpret_cast<const float*>(stage + 2 * kTileElements);
+    const float* d_s = lse_s + kRows;
+    const int h = h0 + i / per_head, query0 = first_query + (i % per_head) * kRows;
+    const uint64_t head_mask = dropout.index_offset + (static_cast<uint64_t>(blk.b) * at.NH + h) * T * T;
+
+    ScoreFragments s, dp;  // transposed: rows are the warp's keys, columns the tile's queries
+    {
+      uint32_t k_frag[kHS / 16][4];  // reloaded per tile: registers for dk and dv instead
+      load_row_fragments<S, kHS>(k_frag, k_s, 16 * warp);
+      multiply_by_rows<S, kHS>(s, k_frag, q_s);
+    }
+    {
+      uint32_t v_frag[kHS / 16][4];
+      load_row_fragments<S, kHS>(v_frag, v_s, 16 * warp);
+      multiply_by_rows<S, kHS>(dp, v_frag, do_s);
+    }
+#pragma unroll
+    for (int half = 0; half < 2; ++half) {
+      const int key_row = warp_row0 + g + 8 * half;
+#pragma unroll
+      for (int nt = 0; nt < kScoreTiles; ++nt)
+#pragma unroll
+        for (int c = 0; c < 2; ++c) {
+          const int local = 8 * nt + 2 * t + c, query = query0 + local;
+          const bool visible = query < T && key_row < T && (!causal || query >= key_row);
+          const bool one_key = (causal ? query + 1 : T) == 1;
+          const float P = expf(s[nt][2 * half + c] * scale - lse_s[local]);
+          const float factor =
+              p > 0.0f && visible ? dropout_scale(key, head_mask + static_cast<uint64_t>(query) * T + key_row, p) : 1.0f;
+          s[nt][2 * half + c] = visible ? factor * P : 0.0f;  // dv's weight
+          dp[nt][2 * half + c] = visible && !one_key ? P * (factor * dp[nt][2 * half + c] - d_s[local]) : 0.0f;  // dS
+        }
+    }
+    accumulate_rows<S, kHS>(dv, s, do_s);
+    accumulate_rows<S, kHS>(dk, dp, q_s);
+    __syncthreads();
+  }
+  S* key_rows = dqkv + static_cast<int64_t>(blk.b) * T * W;
+  store_rows<S, kHS>(key_rows + at.k(h0), W, dk, warp_row0, T, scale, scale);
+  store_rows<S, kHS>(key_rows + at.v(h0), W, dv, warp_row0, T, 1.0f, 1.0f);
+}
+
+template <typename S, int kHS>
+constexpr size_t kForwardSmem = 5 * sizeof(S) * kRows * kStride<kHS>;
+template <typename S, int kHS>
+constexpr size_t kDqSmem = 6 * sizeof(S) * kRows * kStride<kHS> + 2 * kRows * sizeof(float);
+template <typename S, int kHS>
+constexpr size_t kDkvSmem = 6 * sizeof(S) * kRows * kStride<kHS> + 4 * kRows * sizeof(float);
+
+// Calls f(std::integral_constant<int, HS>) for the head sizes this rung serves.
+template <typename F>
+void dispatch_head_size(int HS, F&& f) {
+  if (HS == 64)
+    f(std::integral_constant<int, 64>{});
+  else
+    f(std::integral_constant<int, 128>{});
+}
+
+unsigned mma_blocks(const AttentionShape& s, int heads, const char* what) {
+  attention_tiles::row_blocks(s, heads, what);  // checks the shape
+  return static_cast<unsigned>(static_cast<int64_t>(s.B) * heads * ((s.T + kRows - 1) / kRows));
+}
+
+}  // namespace
+
+// Head sizes 64 and 128 and 16-bit storage; the cp.async copies need every row 16-byte aligned:
+// the row widths are multiples of 64 elements, so the views' pointers decide.
+bool flash_attention_mma_serves(const AttentionShape& s, std::initializer_list<Tensor> views) {
+  if (s.HS != 64 && s.HS != 128) return false;
+  for (const Tensor& v : views) {
+    if (v.dtype != DType::BF16 && v.dtype != DType::F16) return false;
+    if (reinterpret_cast<uintptr_t>(v.data) % 16 != 0) return false;
+  }
+  return true;
+}
+
+// qkv (B,T,W) -> out (B,T,C), lse (B,NH,T)
+void CudaBackend::flash_attention_mma_forward(Tensor out, Tensor lse, Tensor qkv, const AttentionShape& s,
+                                              const DropoutMask& dropout) {
+  const unsigned blocks = mma_blocks(s, s.NH, "attention_forward");
+  const DType dtype = shared_storage_dtype("attention_forward", {out, qkv});
+  dispatch_storage(dtype, [&](auto storage) {
+    using S = decltype(storage);
+    if constexpr (!std::is_same<S, float>::value) {
+      dispatch_head_size(s.HS, [&](auto head) {
+        constexpr int kHS = decltype(head)::value;
+        attention_tiles::reserve_shared_memory(flash_attention_mma_forward_kernel<S, kHS>, kForwardSmem<S, kHS>,
+                                               "attention_forward");
+        flash_attention_mma_forward_kernel<S, kHS><<<blocks, kMmaThreads, kForwardSmem<S, kHS>, stream_>>>(out.as<S>(), lse.f32(), qkv.as<S>(), s.T,
+                                                                        s.layout(), s.causal, dropout);
+      });
+    }
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+// dout (B,T,C) -> dqkv (B,T,W) overwritten; dout_dot_out (B,NH,T) gets D
+void CudaBackend::flash_attention_mma_backward(Tensor dqkv, Tensor dout_dot_out, Tensor dout, Tensor qkv, Tensor out,
+                                               Tensor lse, const AttentionShape& s, const DropoutMask& dropout) {
+  const unsigned query_blocks = mma_blocks(s, s.NH, "attention_backward");
+  const unsigned key_blocks = mma_blocks(s, s.kv_heads(), "attention_backward");
+  const DType dtype = shared_storage_dtype("attention_backward", {dqkv, dout, qkv, out});
+  dispatch_storage(dtype, [&](auto storage) {
+    using S = decltype(storage);
+    if constexpr (!std::is_same<S, float>::value) {
+      dispatch_head_size(s.HS, [&](auto head) {
+        constexpr int kHS = decltype(head)::value;
+        attention_tiles::reserve_shared_memory(flash_attention_mma_backward_dq_kernel<S, kHS>, kDqSmem<S, kHS>,
+                                               "attention_backward");
+        flash_attention_mma_backward_dq_kernel<S, kHS><<<query_blocks, kMmaThreads, kDqSmem<S, kHS>, stream_>>>(
+            dqkv.as<S>(), dout_dot_out.f32(), dout.as<S>(), out.as<S>(), qkv.as<S>(), lse.f32(), s.T, s.layout(),
+            s.causal, dropout);
+        CUDA_CHECK(cudaGetLastError());
+        attention_tiles::reserve_shared_memory(flash_attention_mma_backward_dkv_kernel<S, kHS>, kDkvSmem<S, kHS>,
+                                               "attention_backward");
+        flash_attention_mma_backward_dkv_kernel<S, kHS><<<key_blocks, kMmaThreads, kDkvSmem<S, kHS>, stream_>>>(dqkv.as<S>(), dout.as<S>(), qkv.as<S>(),
+                                                                         lse.f32(), dout_dot_out.f32(), s.T,
+                                                                         s.layout(), s.causal, dropout);
+      });
+    }
+  });
+  CUDA_CHECK(cudaGetLastError());
+}
+
+}  // namespace tt
