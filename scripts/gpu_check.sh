@@ -65,7 +65,7 @@
 #                                  run
 #   bench               30    20   tools/bench_gpu.py, seed config: tinytrain fp32 (graph on and
 #                                  off), bf16, bf16 with cuDNN; PyTorch eager fp32/bf16; bench.json
-#   attention_bench     30    25   tools/bench_attention.py: flash, naive and cuDNN attention
+#   attention_bench     30    25   tools/bench_attention.py: flash (tensor cores), simt, naive and cuDNN attention
 #                                  (ops perf --attention-sweep) and PyTorch's SDPA, bf16, B4 12
 #                                  causal heads of 64, T 256..4096, forward and backward;
 #                                  attention_bench.json
@@ -397,14 +397,14 @@ s_bench() {  # bench_gpu.py gets its own budget, 5 s inside the step's limit: it
     --rows tinytrain-graph-fp32,tinytrain-nograph-fp32,tinytrain-graph-bf16,tinytrain-cudnn-bf16,torch-eager-fp32,torch-eager-bf16 \
     --seed-steps 300 --seed-warmup 20 --eager-timeout 20 --timeout 20 --budget $((limit - 5)) --json "$out/bench.json"
 }
-s_attention_bench() {  # each of its three tinytrain runs gets a quarter of the step, PyTorch the rest
+s_attention_bench() {  # each of its four tinytrain runs gets a fifth of the step, PyTorch the rest
   local limit=$GC_LIMIT py="" c
   [ "$limit" -ge 12 ] || { echo "$limit s left: too little for the attention benchmark"; return 1; }
   for c in python3 /usr/bin/python3 python; do
     if "$c" -c "import torch; assert torch.cuda.is_available()" 2>/dev/null; then py=$(command -v "$c"); break; fi
   done
   [ -n "$py" ] || { echo "no Python whose torch sees a GPU (python3, /usr/bin/python3, python)"; return 1; }
-  "$py" "$root/tools/bench_attention.py" --tinytrain "$BIN" --dtype bf16 --timeout $(((limit - 2) / 4)) \
+  "$py" "$root/tools/bench_attention.py" --tinytrain "$BIN" --dtype bf16 --timeout $(((limit - 2) / 5)) \
     --json "$out/attention_bench.json"
 }
 s_ctest_other() {  # the rest of the build, then everything not run above (CI runs the emulated suites)

@@ -197,14 +197,19 @@ TEST(OpsCommand, CheckPassesOnTheEmulatedCudaBackend) {
   // linear_backward, layernorm_backward, embedding_backward: gradients added and written
   for (const Run& run : {Run{{"--op", "linear"}, {"linear_forward", "linear_backward"}, {"fp32", "bf16", "fp16"}, 18},
                          // every op named *attention*: forward and backward causal and full at both
-                         // workloads, and at the 9 odd shapes (T 1, 37, 70; HS 8, 40, 64; 4 query
-                         // heads on 2 and on 1 key/value heads), and decode (a key/value head per
-                         // query head, and one for all); on flash attention (the default) and on the
-                         // naive kernels
+                         // workloads, and at the 13 odd shapes (T 1, 37, 70, 130, 1024; HS 8, 40, 64,
+                         // 128; 4 query heads on 2 and on 1 key/value heads), and decode (a key/value
+                         // head per query head, and one for all); on flash attention (the default:
+                         // bf16 at HS 64 and 128 on tensor cores), on its CUDA-core kernels (simt)
+                         // and on the naive kernels
                          Run{{"--op", "attention", "--dtype", "fp32"},
-                             {"attention_forward", "attention_backward", "attention_decode"}, {"fp32"}, 30},
+                             {"attention_forward", "attention_backward", "attention_decode"}, {"fp32"}, 38},
+                         Run{{"--op", "attention", "--dtype", "bf16"},
+                             {"attention_forward", "attention_backward", "attention_decode"}, {"bf16"}, 38},
+                         Run{{"--op", "attention", "--dtype", "bf16", "--attention", "simt"},
+                             {"attention_forward", "attention_backward", "attention_decode"}, {"bf16"}, 38},
                          Run{{"--op", "attention", "--dtype", "bf16", "--attention", "naive"},
-                             {"attention_forward", "attention_backward", "attention_decode"}, {"bf16"}, 30},
+                             {"attention_forward", "attention_backward", "attention_decode"}, {"bf16"}, 38},
                          // LayerNorm and RMSNorm, x 2 modes, both workloads
                          Run{{"--op", "layernorm_backward", "--dtype", "bf16"}, {"layernorm_backward"}, {"bf16"}, 8},
                          Run{{"--op", "embedding_backward", "--dtype", "bf16"}, {"embedding_backward"}, {"bf16"}, 4},

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""The attention core on the GPU, side by side in one run: tinytrain's flash and naive kernels,
-cuDNN's fused attention (through tinytrain), and PyTorch's scaled_dot_product_attention.
+"""The attention core on the GPU, side by side in one run: tinytrain's flash (tensor cores), simt
+(flash on the CUDA cores) and naive kernels, cuDNN's fused attention (through tinytrain), and PyTorch's scaled_dot_product_attention.
 
 Shapes: batch 4, 12 heads of 64, causal, no dropout, T = 256, 512, 1024, 2048, 4096 (tinytrain's
 `ops perf --attention-sweep` cases, engine/ops/op_cases.h), in --dtype (bf16 by default: cuDNN
