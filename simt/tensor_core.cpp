@@ -192,6 +192,13 @@ void mma_sync(MmaInput input, float* d, const uint32_t* a, const uint32_t* b, co
   detail::warp_collective(&evaluate_mma, &lane, "mma.sync", file, line);
 }
 
+uint32_t cvt_pack(MmaInput type, float lo, float hi) {
+  const bool bf = type == MmaInput::BF16;
+  const uint16_t low = bf ? tt::float_to_bf16(lo).bits : tt::float_to_f16(lo).bits;
+  const uint16_t high = bf ? tt::float_to_bf16(hi).bits : tt::float_to_f16(hi).bits;
+  return static_cast<uint32_t>(low) | (static_cast<uint32_t>(high) << 16);
+}
+
 void ldmatrix(int count, bool trans, uint32_t* regs, const void* row, const char* file, int line) {
   LdmatrixLane lane{count, trans, regs, row, __builtin_return_address(0)};
   detail::warp_collective(&evaluate_ldmatrix, &lane, "ldmatrix", file, line);

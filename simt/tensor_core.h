@@ -27,6 +27,10 @@ enum class MmaInput : uint8_t { BF16, FP16, TF32 };
 void mma_sync(MmaInput input, float* d, const uint32_t* a, const uint32_t* b, const float* c, const char* file,
               int line);
 
+// cvt.rn.{bf16x2,f16x2}.f32: lo and hi rounded to nearest even, packed (lo in the low half). One
+// instruction on the GPU, so one statement in the emulated kernels' counts.
+uint32_t cvt_pack(MmaInput type, float lo, float hi);
+
 // ldmatrix.sync.aligned.m8n8.x{count}[.trans].shared.b16: lanes 8j..8j+7 give the row addresses
 // of matrix j; each lane receives one register of each matrix.
 void ldmatrix(int count, bool trans, uint32_t* regs, const void* row, const char* file, int line);

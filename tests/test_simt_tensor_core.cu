@@ -368,6 +368,34 @@ TEST_F(Simt, CpAsyncIsRefusedWhereTheHardwareRefusesIt) {
   EXPECT_NE(f.find("destination is not 16 bytes of the block's shared memory"), std::string::npos) << f;
 }
 
+template <typename T>
+__global__ void pack_rn_kernel(uint32_t* out, const float* in, int n) {
+  const int i = static_cast<int>(threadIdx.x);
+  if (i < n) out[i] = tt::pack_rn<T>(in[2 * i], in[2 * i + 1]);
+}
+
+// pack_rn (cvt.rn.bf16x2.f32 / .f16x2) rounds as from_float does, lo in the low half: values
+// halfway between two 16-bit neighbours (ties to even), past fp16's range, subnormal in fp16.
+template <typename T>
+void check_pack_rn(Simt& simt) {
+  std::vector<float> in = {1.0f, -2.5f, 1.0f + 1.0f / 256, 1.0f + 3.0f / 256, 70000.0f, -1e-6f, 3.14159f, 1e-30f};
+  std::mt19937 rng(5);
+  std::uniform_real_distribution<float> uniform(-4.0f, 4.0f);
+  while (in.size() < 64) in.push_back(uniform(rng));
+  const int n = static_cast<int>(in.size()) / 2;
+  uint32_t* out = simt.device<uint32_t>(n);
+  pack_rn_kernel<T><<<1, 32>>>(out, simt.device<float>(in.size(), in), n);
+  const std::vector<uint32_t> got = simt.host(out, n);
+  for (int i = 0; i < n; ++i)
+    EXPECT_EQ(got[i], tt::pack2(tt::from_float<T>(in[2 * i]), tt::from_float<T>(in[2 * i + 1])))
+        << in[2 * i] << ", " << in[2 * i + 1];
+}
+
+TEST_F(Simt, PackRnRoundsTwoFloatsAsFromFloatDoes) {
+  check_pack_rn<bf16>(*this);
+  check_pack_rn<f16>(*this);
+}
+
 // A thread reads another thread's slot after its own wait but without a barrier: the other
 // thread's copy may not have landed. racecheck names it (the copy is that thread's write).
 __global__ void cp_async_without_barrier_kernel(float* out, const float* in) {

@@ -101,6 +101,14 @@ __device__ __forceinline__ void load_row_fragments(uint32_t (&a)[kHS / 16][4], c
   for (int ks = 0; ks < kHS / 16; ++ks) ldmatrix<4, false>(a[ks], row + 16 * ks);
 }
 
+// Registers 0, 1 and 2, 3 of an ldmatrix.x4: the b operands of two neighbouring n-tiles, in place.
+__device__ __forceinline__ const uint32_t (&first_pair(const uint32_t (&b)[4]))[2] {
+  return *reinterpret_cast<const uint32_t(*)[2]>(&b[0]);
+}
+__device__ __forceinline__ const uint32_t (&second_pair(const uint32_t (&b)[4]))[2] {
+  return *reinterpret_cast<const uint32_t(*)[2]>(&b[2]);
+}
+
 // acc (16 x 64) = a (16 x HS) times tile^T: column n of the result is the dot product with the
 // tile's row n. B's registers from the tile's rows as they are: ldmatrix.x4 matrix j is rows
 // 16 np + 8 (j / 2), channels 16 ks + 8 (j % 2), so registers 0, 1 are n-tile 2 np's b and 2, 3
@@ -119,9 +127,8 @@ __device__ __forceinline__ void multiply_by_rows(ScoreFragments& acc, const uint
     for (int np = 0; np < kScoreTiles / 2; ++np) {
       uint32_t b[4];
       ldmatrix<4, false>(b, tile + (16 * np + 8 * (j / 2) + lane % 8) * kStride<kHS> + 16 * ks + 8 * (j % 2));
-      const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-      mma_m16n8k16<S>(acc[2 * np], a[ks], b0, acc[2 * np]);
-      mma_m16n8k16<S>(acc[2 * np + 1], a[ks], b1, acc[2 * np + 1]);
+      mma_m16n8k16<S>(acc[2 * np], a[ks], first_pair(b), acc[2 * np]);
+      mma_m16n8k16<S>(acc[2 * np + 1], a[ks], second_pair(b), acc[2 * np + 1]);
     }
   }
 }
@@ -135,17 +142,15 @@ __device__ __forceinline__ void accumulate_rows(float (&acc)[kHS / 8][4], const 
   const int lane = static_cast<int>(threadIdx.x) % kWarp, j = lane / 8;
 #pragma unroll
   for (int kk = 0; kk < kScoreTiles / 2; ++kk) {
-    const uint32_t a[4] = {pack2(from_float<S>(w[2 * kk][0]), from_float<S>(w[2 * kk][1])),
-                           pack2(from_float<S>(w[2 * kk][2]), from_float<S>(w[2 * kk][3])),
-                           pack2(from_float<S>(w[2 * kk + 1][0]), from_float<S>(w[2 * kk + 1][1])),
-                           pack2(from_float<S>(w[2 * kk + 1][2]), from_float<S>(w[2 * kk + 1][3]))};
+    const uint32_t a[4] = {pack_rn<S>(w[2 * kk][0], w[2 * kk][1]), pack_rn<S>(w[2 * kk][2], w[2 * kk][3]),
+                           pack_rn<S>(w[2 * kk + 1][0], w[2 * kk + 1][1]),
+                           pack_rn<S>(w[2 * kk + 1][2], w[2 * kk + 1][3])};
 #pragma unroll
     for (int np = 0; np < kHS / 16; ++np) {
       uint32_t b[4];
       ldmatrix<4, true>(b, tile + (16 * kk + 8 * (j % 2) + lane % 8) * kStride<kHS> + 16 * np + 8 * (j / 2));
-      const uint32_t b0[2] = {b[0], b[1]}, b1[2] = {b[2], b[3]};
-      mma_m16n8k16<S>(acc[2 * np], a, b0, acc[2 * np]);
-      mma_m16n8k16<S>(acc[2 * np + 1], a, b1, acc[2 * np + 1]);
+      mma_m16n8k16<S>(acc[2 * np], a, first_pair(b), acc[2 * np]);
+      mma_m16n8k16<S>(acc[2 * np + 1], a, second_pair(b), acc[2 * np + 1]);
     }
   }
 }
@@ -250,6 +255,10 @@ __global__ void __launch_bounds__(kMmaThreads)
     const S* v_s = k_s + kTileElements;
     const int key0 = tile * kRows;
 
+    // warp-uniform: whether a score of the warp's 16 rows lies past T or above the diagonal; the
+    // other tiles (most of them) skip the mask
+    const bool edge = key0 + kRows > T || (causal && key0 + kRows - 1 > warp_row0);
+
     ScoreFragments s;
     multiply_by_rows<S, kHS>(s, q_frag, k_s);
 #pragma unroll
@@ -260,10 +269,12 @@ __global__ void __launch_bounds__(kMmaThreads)
       for (int nt = 0; nt < kScoreTiles; ++nt)
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-          const int key_j = key0 + 8 * nt + 2 * t + c;
-          const bool visible = key_j < T && (!causal || key_j <= row);
           float& score = s[nt][2 * half + c];
-          score = visible ? score * scale : -INFINITY;
+          score *= scale;
+          if (edge) {
+            const int key_j = key0 + 8 * nt + 2 * t + c;
+            if (key_j >= T || (causal && key_j > row)) score = -INFINITY;
+          }
           tile_max = fmaxf(tile_max, score);
         }
       const float m_new = fmaxf(m[half], quad_max(tile_max));
@@ -382,6 +393,10 @@ __global__ void __launch_bounds__(kMmaThreads)
     const S* v_s = k_s + kTileElements;
     const int key0 = tile * kRows;
 
+    // warp-uniform: whether a pair of the warp's rows and this tile's keys is masked (past T,
+    // above the diagonal) or a row has one key (those are on the diagonal, or T = 1)
+    const bool edge = key0 + kRows > T || warp_row0 + 16 > T || (causal && key0 + kRows - 1 > warp_row0);
+
     ScoreFragments s, dp;
     multiply_by_rows<S, kHS>(s, q_frag, k_s);    // scores
     multiply_by_rows<S, kHS>(dp, do_frag, v_s);  // dout . v
@@ -397,10 +412,13 @@ __global__ void __launch_bounds__(kMmaThreads)
         if (p > 0.0f) dropout_pair(key, mask_row + key0 + 8 * nt + 2 * t, p, keep_scale, factor[0], factor[1]);
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
-          const int key_j = key0 + 8 * nt + 2 * t + c;
-          const bool visible = row < T && key_j < T && (!causal || key_j <= row) && !one_key;
-          const float P = expf(s[nt][2 * half + c] * scale - row_lse);
-          s[nt][2 * half + c] = visible ? P * (factor[c] * dp[nt][2 * half + c] - D) : 0.0f;  // dS
+          float& ds = s[nt][2 * half + c];
+          const float P = expf(ds * scale - row_lse);
+          ds = P * (factor[c] * dp[nt][2 * half + c] - D);
+          if (edge) {
+            const int key_j = key0 + 8 * nt + 2 * t + c;
+            if (row >= T || key_j >= T || (causal && key_j > row) || one_key) ds = 0.0f;
+          }
         }
       }
     }
@@ -476,6 +494,10 @@ __global__ void __launch_bounds__(kMmaThreads)
     const int h = h0 + i / per_head, query0 = first_query + (i % per_head) * kRows;
     const uint64_t head_mask = dropout.index_offset + (static_cast<uint64_t>(blk.b) * at.NH + h) * T * T;
 
+    // warp-uniform: whether a pair of the warp's keys and this tile's queries is masked (past T,
+    // a query before a key) or a query has one key (query 0 when causal, or T = 1)
+    const bool edge = query0 + kRows > T || warp_row0 + 16 > T || (causal && query0 < warp_row0 + 15);
+
     ScoreFragments s, dp;  // transposed: rows are the warp's keys, columns the tile's queries
     {
       uint32_t k_frag[kHS / 16][4];  // reloaded per tile: registers for dk and dv instead
@@ -495,13 +517,18 @@ __global__ void __launch_bounds__(kMmaThreads)
 #pragma unroll
         for (int c = 0; c < 2; ++c) {
           const int local = 8 * nt + 2 * t + c, query = query0 + local;
-          const bool visible = query < T && key_row < T && (!causal || query >= key_row);
-          const bool one_key = (causal ? query + 1 : T) == 1;
           const float P = expf(s[nt][2 * half + c] * scale - lse_s[local]);
-          const float factor =
-              p > 0.0f && visible ? dropout_scale(key, head_mask + static_cast<uint64_t>(query) * T + key_row, p) : 1.0f;
-          s[nt][2 * half + c] = visible ? factor * P : 0.0f;  // dv's weight
-          dp[nt][2 * half + c] = visible && !one_key ? P * (factor * dp[nt][2 * half + c] - d_s[local]) : 0.0f;  // dS
+          float factor = 1.0f;
+          if (p > 0.0f) factor = dropout_scale(key, head_mask + static_cast<uint64_t>(query) * T + key_row, p);
+          float w = factor * P, ds = P * (factor * dp[nt][2 * half + c] - d_s[local]);
+          if (edge) {  // a masked pair may have computed inf: replaced, never summed
+            const bool visible = query < T && key_row < T && (!causal || query >= key_row);
+            const bool one_key = (causal ? query + 1 : T) == 1;
+            if (!visible) w = 0.0f;
+            if (!visible || one_key) ds = 0.0f;
+          }
+          s[nt][2 * half + c] = w;    // dv's weight
+          dp[nt][2 * half + c] = ds;  // dS
         }
     }
     accumulate_rows<S, kHS>(dv, s, do_s);

@@ -11,6 +11,7 @@
 //   cp_async<Bytes>          Bytes (4, 8, 16) global -> shared, asynchronously (.ca; cp_async_cg:
 //                            16 bytes, .cg: cached in L2 only); zero-filled past src_bytes
 //   cp_async_commit_group, cp_async_wait_group<N>
+//   pack_rn<bf16|f16>        two fp32 values rounded into one register: an A operand from accumulators
 //
 // Fragments (PTX ISA, "Matrix Fragments for mma.m16n8k16 with floating point type"): with
 // g = lane / 4 and t = lane % 4, a lane's A registers hold A[g][2t..2t+1], A[g+8][2t..2t+1],
@@ -38,6 +39,24 @@ namespace tt {
 template <typename T>
 __device__ __forceinline__ uint32_t pack2(T lo, T hi) {
   return static_cast<uint32_t>(lo.bits) | (static_cast<uint32_t>(hi.bits) << 16);
+}
+
+// lo and hi rounded to nearest even to 16-bit T (bf16 or f16), in one register, lo in the lower
+// half: cvt.rn.bf16x2.f32 / cvt.rn.f16x2.f32, one instruction (sm_80), where pack2(from_float(lo),
+// from_float(hi)) would be two conversions and the packing. The same bits as from_float<T>.
+template <typename T>
+__device__ __forceinline__ uint32_t pack_rn(float lo, float hi) {
+  static_assert(std::is_same<T, bf16>::value || std::is_same<T, f16>::value, "packs bf16 or f16");
+#ifdef TINYTRAIN_SIMT_EMULATOR
+  return ::simt::cvt_pack(std::is_same<T, bf16>::value ? ::simt::MmaInput::BF16 : ::simt::MmaInput::FP16, lo, hi);
+#else
+  uint32_t r;
+  if constexpr (std::is_same<T, bf16>::value)
+    asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));  // the first source goes high
+  else
+    asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+  return r;
+#endif
 }
 
 // An fp32 value as a tf32 operand: rounded to nearest, ties away from zero, to 10 mantissa
