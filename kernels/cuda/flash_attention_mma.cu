@@ -196,6 +196,24 @@ __device__ __forceinline__ float quad_max(float v) {
   return fmaxf(v, __shfl_xor_sync(kFullMask, v, 2));
 }
 
+// The key tiles a block of query rows row0 .. row0 + 63 streams: when causal, those up to its
+// last row (the tiles wholly above it are never loaded).
+__device__ __forceinline__ int key_tiles(int T, int row0, bool causal) {
+  const int key_end = causal ? min(T, row0 + kRows) : T;  // keys any row of the block sees
+  return (key_end + kRows - 1) / kRows;
+}
+
+// Issues the copies of key tile `tile` of a head, its keys and its values, into stage tile % 2:
+// stage s holds k_s [64][HS+8] at stages + 2 s tiles, v_s after it.
+template <typename S, int kHS>
+__device__ __forceinline__ void copy_key_tile(S* stages, const S* token0, const QkvLayout& at, int head, int tile,
+                                              int T) {
+  constexpr int kTileElements = kRows * kStride<kHS>;
+  S* stage = stages + 2 * (tile % 2) * kTileElements;
+  copy_tile<S, kHS>(stage, token0 + at.k(head), at.width(), tile * kRows, T);
+  copy_tile<S, kHS>(stage + kTileElements, token0 + at.v(head), at.width(), tile * kRows, T);
+}
+
 // Which (b, head) and which 64 rows a block owns: grid B * heads * ceil(T / 64).
 struct BlockRows {
   int b, head, row0;
@@ -224,16 +242,14 @@ __global__ void __launch_bounds__(kMmaThreads)
   const int64_t W = at.width(), C = at.q_width();
   const S* token0 = qkv + static_cast<int64_t>(blk.b) * T * W;
   const int bh = blk.b * at.NH + blk.head;
-  const int key_end = causal ? min(T, blk.row0 + kRows) : T;  // keys any row of the block sees
-  const int tiles = (key_end + kRows - 1) / kRows;
+  const int tiles = key_tiles(T, blk.row0, causal);
   const float scale = 1.0f / sqrtf(static_cast<float>(kHS));
   const float p = dropout.p, keep_scale = 1.0f / (1.0f - p);
   DropoutKey key{};
   if (p > 0.0f) key = dropout.key();
 
   copy_tile<S, kHS>(q_s, token0 + at.q(blk.head), W, blk.row0, T);
-  copy_tile<S, kHS>(stages, token0 + at.k(blk.head), W, 0, T);
-  copy_tile<S, kHS>(stages + kTileElements, token0 + at.v(blk.head), W, 0, T);
+  copy_key_tile<S, kHS>(stages, token0, at, blk.head, 0, T);
   cp_async_commit_group();
 
   const int warp_row0 = blk.row0 + 16 * warp;
@@ -242,11 +258,8 @@ __global__ void __launch_bounds__(kMmaThreads)
   float m[2] = {-INFINITY, -INFINITY};       // running max of rows g and g + 8
   float l[2] = {0.0f, 0.0f};                 // running sum of exp(score - m)
   for (int tile = 0; tile < tiles; ++tile) {
-    if (tile + 1 < tiles) {  // the next tile's copy, into the stage the previous iteration freed
-      S* next = stages + 2 * ((tile + 1) % 2) * kTileElements;
-      copy_tile<S, kHS>(next, token0 + at.k(blk.head), W, (tile + 1) * kRows, T);
-      copy_tile<S, kHS>(next + kTileElements, token0 + at.v(blk.head), W, (tile + 1) * kRows, T);
-    }
+    // the next tile's copy, into the stage the previous iteration freed
+    if (tile + 1 < tiles) copy_key_tile<S, kHS>(stages, token0, at, blk.head, tile + 1, T);
     cp_async_commit_group();
     cp_async_wait_group<1>();  // this tile's group has landed (for this thread) ...
     __syncthreads();           // ... and every thread's
@@ -344,8 +357,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   const S* token0 = qkv + static_cast<int64_t>(blk.b) * T * W;
   const int64_t out0 = static_cast<int64_t>(blk.b) * T * C + at.q(blk.head);  // (b, token 0, head h) of dout, out
   const int bh = blk.b * at.NH + blk.head;
-  const int key_end = causal ? min(T, blk.row0 + kRows) : T;
-  const int tiles = (key_end + kRows - 1) / kRows;
+  const int tiles = key_tiles(T, blk.row0, causal);
   const float scale = 1.0f / sqrtf(static_cast<float>(kHS));
   const float p = dropout.p, keep_scale = 1.0f / (1.0f - p);
   DropoutKey key{};
@@ -353,8 +365,7 @@ __global__ void __launch_bounds__(kMmaThreads)
 
   copy_tile<S, kHS>(q_s, token0 + at.q(blk.head), W, blk.row0, T);
   copy_tile<S, kHS>(do_s, dout + out0, C, blk.row0, T);
-  copy_tile<S, kHS>(stages, token0 + at.k(blk.head), W, 0, T);
-  copy_tile<S, kHS>(stages + kTileElements, token0 + at.v(blk.head), W, 0, T);
+  copy_key_tile<S, kHS>(stages, token0, at, blk.head, 0, T);
   cp_async_commit_group();
 
   // D = dout . out for the warp's 16 rows (lanes along the channels), before any key
@@ -377,11 +388,7 @@ __global__ void __launch_bounds__(kMmaThreads)
   uint32_t q_frag[kHS / 16][4], do_frag[kHS / 16][4];
   float dq[kHS / 8][4] = {};
   for (int tile = 0; tile < tiles; ++tile) {
-    if (tile + 1 < tiles) {
-      S* next = stages + 2 * ((tile + 1) % 2) * kTileElements;
-      copy_tile<S, kHS>(next, token0 + at.k(blk.head), W, (tile + 1) * kRows, T);
-      copy_tile<S, kHS>(next + kTileElements, token0 + at.v(blk.head), W, (tile + 1) * kRows, T);
-    }
+    if (tile + 1 < tiles) copy_key_tile<S, kHS>(stages, token0, at, blk.head, tile + 1, T);
     cp_async_commit_group();
     cp_async_wait_group<1>();
     __syncthreads();
