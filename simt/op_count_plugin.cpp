@@ -34,6 +34,7 @@
 #include "gimple.h"
 #include "gimple-iterator.h"
 #include "ssa.h"
+#include "tree-dfa.h"
 #include "tree-into-ssa.h"
 #include "cgraph.h"
 #include "diagnostic-core.h"
@@ -146,13 +147,41 @@ void find_sanitizer_statements(basic_block block, hash_set<gimple*>* added) {
   }
 }
 
+// Whether `ref` is an element of one of the function's own variables at a position known at
+// compile time (a fragment's s[2][1] once the loops are unrolled): what nvcc keeps in a
+// register. A variable position (s[i] in a loop not unrolled) is local memory on a GPU, and so
+// is not one.
+bool is_register_slot(tree ref) {
+  if (TREE_CODE(ref) == SSA_NAME || CONSTANT_CLASS_P(ref)) return false;
+  poly_int64 offset;
+  tree base = get_addr_base_and_unit_offset(ref, &offset);  // NULL_TREE: a variable offset
+  if (!base) return false;
+  if (TREE_CODE(base) == MEM_REF) {
+    tree address = TREE_OPERAND(base, 0);
+    if (TREE_CODE(address) != ADDR_EXPR) return false;
+    base = TREE_OPERAND(address, 0);
+  }
+  return VAR_P(base) && auto_var_in_fn_p(base, current_function_decl);
+}
+
+// A copy between a register value and a register slot: the emulator's host code keeps a
+// fragment in memory (its address goes to the instruction's C++ model), but on a GPU the
+// load or store is no instruction at all. (One side of a scalar copy is always a register
+// value in GIMPLE, so the other side's memory is the slot.)
+bool is_register_move(gimple* stmt) {
+  if (!gimple_assign_single_p(stmt)) return false;
+  tree lhs = gimple_assign_lhs(stmt), rhs = gimple_assign_rhs1(stmt);
+  if (!is_gimple_reg_type(TREE_TYPE(lhs))) return false;
+  return is_register_slot(lhs) || is_register_slot(rhs);
+}
+
 BlockCounts count_block(basic_block block) {
   BlockCounts counts;
   hash_set<gimple*> sanitizer_statements;
   find_sanitizer_statements(block, &sanitizer_statements);
   for (gimple_stmt_iterator gsi = gsi_start_bb(block); !gsi_end_p(gsi); gsi_next(&gsi)) {
     gimple* stmt = gsi_stmt(gsi);
-    if (!emits_code(stmt) || sanitizer_statements.contains(stmt)) continue;
+    if (!emits_code(stmt) || sanitizer_statements.contains(stmt) || is_register_move(stmt)) continue;
     tree type = working_type(stmt);
     counts.statements += lanes_of(type);
     if (is_gimple_assign(stmt)) {

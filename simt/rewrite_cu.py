@@ -9,6 +9,11 @@ Two CUDA constructs are not C++ and are rewritten here; everything else is left 
       (an __align__(N) after __shared__ is dropped: the emulator aligns every array to 128 bytes)
   extern __shared__ T name[];  ->  T* name = ::simt::dynamic_shared<T>();
 
+  #pragma unroll [N]          ->  #pragma GCC unroll N (64 without N)
+      (nvcc unrolls such a loop completely when its trip count is a constant; GCC ignores
+      `#pragma unroll` and would keep the loop, whose counter and branch the op-count plugin
+      would then count as instructions the GPU never runs)
+
 KEY numbers the __shared__ declarations of the file, so each has its own storage per block.
 Line breaks are kept and the output starts with a #line directive, so compiler errors,
 __FILE__/__LINE__ and a debugger all point into the original .cu file.
@@ -88,6 +93,13 @@ def rewrite_shared(text):
     return SHARED.sub(static, text)
 
 
+UNROLL = re.compile(r"^([ \t]*)#pragma\s+unroll(?:[ \t]+(?P<count>\d+))?[ \t]*$", re.M)
+
+
+def rewrite_unroll(text):
+    return UNROLL.sub(lambda m: f"{m[1]}#pragma GCC unroll {m['count'] or 64}", text)
+
+
 def mutate(text, find, replace, occurrence, path):
     start = -1
     for _ in range(occurrence):
@@ -106,7 +118,7 @@ def main(argv):
     if len(argv) == 7:
         text = mutate(text, argv[4].encode().decode("unicode_escape"), argv[5].encode().decode("unicode_escape"),
                       int(argv[6]), source)
-    text = rewrite_shared(rewrite_launches(text, source))
+    text = rewrite_unroll(rewrite_shared(rewrite_launches(text, source)))
     with open(target, "w", encoding="utf-8") as f:
         f.write(f'#line 1 "{source}"\n')
         f.write(text)

@@ -77,4 +77,22 @@ PROBE float uncounted(float x, float lo, float hi) {
 // Contraction allowed here only: a * b + c becomes one fused multiply-add (.FMA).
 __attribute__((optimize("fp-contract=fast"))) PROBE float contracted(float a, float b, float c) { return a * b + c; }
 
+// A fragment as the emulated kernels hold one: a local array whose address goes to a function
+// (as a fragment's goes to the C++ model of mma.sync), so it lives in memory here. Its
+// elements at constant positions are registers on a GPU: reading them costs no statement.
+PROBE void fill_fragment(float (&fragment)[4], float x) {
+  for (int i = 0; i < 4; ++i) fragment[i] = x + static_cast<float>(i);
+}
+PROBE float fragment_sum(float x) {
+  float fragment[4];
+  fill_fragment(fragment, x);
+  return (fragment[0] + fragment[1]) + (fragment[2] + fragment[3]);
+}
+// The same fragment read at a position known only at run time: local memory on a GPU, counted.
+PROBE float fragment_element(float x, int i) {
+  float fragment[4];
+  fill_fragment(fragment, x);
+  return fragment[i & 3];
+}
+
 }  // namespace op_counts_probe

@@ -23,6 +23,9 @@ float sin_times_cos(float x);
 double gelu(double x);
 float uncounted(float x, float lo, float hi);
 float contracted(float a, float b, float c);
+void fill_fragment(float (&fragment)[4], float x);
+float fragment_sum(float x);
+float fragment_element(float x, int i);
 }  // namespace op_counts_probe
 
 namespace {
@@ -156,6 +159,22 @@ TEST(OpCounts, FusedMultiplyAddCountsTwo) {
   simt::OpCounts added = counted([] { probe::contracted(2.0f, 3.0f, 1.0f); });
   EXPECT_EQ(added.fp32, 2u);        // the multiply and the add...
   EXPECT_EQ(added.statements, 2u);  // ...in one statement, .FMA, and the return
+}
+
+TEST(OpCounts, FragmentElementsAtConstantPositionsAreRegisters) {
+  simt::OpCounts fill = counted([] {
+    float f[4];
+    probe::fill_fragment(f, 1.0f);
+  });
+  simt::OpCounts sum = counted([] { EXPECT_EQ(probe::fragment_sum(1.0f), 10.0f); });
+  EXPECT_EQ(sum.fp32, fill.fp32 + 3u);  // fill_fragment's and the three adds
+  // fragment_sum: the call of fill_fragment, the three adds and the return; its four loads of
+  // fragment[0..3] are register reads and count nothing.
+  EXPECT_EQ(sum.statements, fill.statements + 5u);
+  // fragment_element: the call, the index's mask and the return, plus the load
+  // at a run-time position, which counts.
+  const uint64_t element = counted([] { EXPECT_EQ(probe::fragment_element(1.0f, 2), 3.0f); }).statements;
+  EXPECT_GT(element, fill.statements + 3u);
 }
 
 }  // namespace
