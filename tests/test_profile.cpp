@@ -343,15 +343,16 @@ TEST(Profile, BadFlagsAreOneLineErrors) {
 }
 
 // The model's arithmetic on a made-up step: per call max(FLOPs / peak, bytes / bandwidth) +
-// nodes x latency, GEMMs at the GEMM precision's peak and other FLOPs at fp32's.
+// nodes x latency, GEMMs and attention's products at the GEMM precision's peak and other FLOPs
+// at fp32's.
 TEST(StepEstimate, IsTheRooflineBoundPlusTheNodeLatencyPerCall) {
   const DeviceModel h200 = *find_device_model("h200");
   StepProfile step;
   // a GEMM bound by math in bf16 (2e9 / 989.4e12 s > 1e6 / 4.8e12 s), two calls
   step.ops.push_back({"linear_forward", -1, 0, 0, OpCost{2e9, 1e6}, 1});
   step.ops.push_back({"linear_forward", -1, 0, 0, OpCost{2e9, 1e6}, 1});
-  // attention's FLOPs at the fp32 peak, bound by memory here
-  step.ops.push_back({"attention_forward", -1, 0, 0, OpCost{1e6, 4.8e6}, 1});
+  // attention's products on tensor cores in bf16, bound by math (2e9 / 989.4e12 s > 4.8e6 / 4.8e12 s)
+  step.ops.push_back({"attention_forward", -1, 0, 0, OpCost{2e9, 4.8e6}, 1});
   // an elementwise op of two nodes
   step.ops.push_back({"dropout_residual_layernorm_forward", -1, 0, 0, OpCost{0, 9.6e6}, 2});
   const StepEstimate e = estimate_step(step, h200, "bf16");
@@ -360,12 +361,13 @@ TEST(StepEstimate, IsTheRooflineBoundPlusTheNodeLatencyPerCall) {
   EXPECT_EQ(e.ops[0].op, "linear_forward");
   EXPECT_EQ(e.ops[0].calls, 2);
   EXPECT_DOUBLE_EQ(e.ops[0].modelled_us, 2 * gemm_us);
-  EXPECT_DOUBLE_EQ(e.ops[1].modelled_us, std::max(1e6 / 66.9e12, 4.8e6 / 4.8e12) * 1e6 + 1.5);
+  EXPECT_DOUBLE_EQ(e.ops[1].modelled_us, 2e9 / 989.4e12 * 1e6 + 1.5);
   EXPECT_DOUBLE_EQ(e.ops[2].modelled_us, 9.6e6 / 4.8e12 * 1e6 + 2 * 1.5);
   EXPECT_EQ(e.total.nodes, 5);
   EXPECT_DOUBLE_EQ(e.total.modelled_us, e.ops[0].modelled_us + e.ops[1].modelled_us + e.ops[2].modelled_us);
   // fp32 GEMMs at the CUDA cores' peak: the same GEMM is 989.4 / 66.9 times slower in math
   EXPECT_DOUBLE_EQ(estimate_step(step, h200, "fp32").ops[0].math_us, 2 * 2e9 / 66.9e12 * 1e6);
+  EXPECT_DOUBLE_EQ(estimate_step(step, h200, "fp32").ops[1].math_us, 2e9 / 66.9e12 * 1e6);
   // an op recorded without a node count cannot be modelled
   step.ops.push_back({"cast", -1, 0, 0, OpCost{0, 1}, -1});
   EXPECT_THROW(estimate_step(step, h200, "bf16"), std::logic_error);

@@ -11,8 +11,11 @@ namespace tt {
 
 IdealOp ideal_op(const char* op, const OpCost& cost, int nodes, const DeviceModel& device,
                  const std::string& gemm_precision) {
-  const bool gemm = std::strncmp(op, "linear_", 7) == 0;
-  const double peak = (gemm ? device.tflops(gemm_precision) : device.fp32_tflops) * 1e12;  // FLOP/s
+  // Linear ops, and attention's products (on tensor cores at 16 bits: flash_attention_mma.cu),
+  // can run at the GEMM precision's peak.
+  const bool matrix_products = std::strncmp(op, "linear_", 7) == 0 || std::strcmp(op, "attention_forward") == 0 ||
+                               std::strcmp(op, "attention_backward") == 0;
+  const double peak = (matrix_products ? device.tflops(gemm_precision) : device.fp32_tflops) * 1e12;  // FLOP/s
   IdealOp i;
   i.math_us = cost.flops > 0 ? cost.flops / peak * 1e6 : 0.0;
   i.memory_us = cost.bytes / (device.memory_gbps * 1e9) * 1e6;

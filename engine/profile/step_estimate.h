@@ -35,7 +35,8 @@ struct StepEstimate {
 };
 
 // One op call's ideal time: max(FLOPs / peak, bytes / bandwidth) + nodes x node latency, the
-// FLOPs of a linear op at the GEMM precision's peak, any other op's at fp32's.
+// FLOPs of a linear op or of attention's forward and backward at the GEMM precision's peak, any
+// other op's at fp32's.
 struct IdealOp {
   double math_us = 0, memory_us = 0, us = 0;
 };
