@@ -6,10 +6,12 @@
 // a row with one key giving dS = 0 exactly. docs/attention.md draws the fragments and the tiling.
 //
 // ---- Two-level tiling ----
-// A block of 4 warps owns 64 rows (queries in the forward and the dq kernel, keys in the dk/dv
+// A block of 8 warps owns 128 rows (queries in the forward and the dq kernel, keys in the dk/dv
 // kernel), each warp 16 of them: one mma tile's m. The block streams the other side in tiles of
 // 64 rows (keys, or queries) through shared memory, two stages of cp.async: the next tile's
-// copy runs while the tensor cores work on this one. Per streamed tile a warp computes a 16 x 64
+// copy runs while the tensor cores work on this one. 128 own rows rather than 64 halve how often
+// the streamed side is read from memory (each of a head's T / 128 blocks reads it once); a tile
+// that lies wholly above a warp's rows (causal) is skipped by that warp. Per streamed tile a warp computes a 16 x 64
 // block of scores S (8 mma n-tiles of 8 columns, HS/16 mma k-steps each) into registers, turns it
 // into weights there, and multiplies the weights (rounded to 16 bits) by the tile's rows. The
 // accumulator fragment of two neighbouring n-tiles is exactly an A fragment of 16 x 16 (PTX ISA,
@@ -59,10 +61,11 @@ namespace tt {
 
 namespace {
 
-constexpr int kRows = 64;                  // the block's own rows, and the rows of a streamed tile
-constexpr int kMmaWarps = kRows / 16;      // 16 rows per warp: one mma tile's m
+constexpr int kBlockRows = 128;             // the block's own rows
+constexpr int kTileRows = 64;               // the rows of a streamed tile
+constexpr int kMmaWarps = kBlockRows / 16;  // 16 rows per warp: one mma tile's m
 constexpr int kMmaThreads = kMmaWarps * kWarp;
-constexpr int kScoreTiles = kRows / 8;     // a warp's 16 x 64 scores: 8 mma n-tiles of 8 columns
+constexpr int kScoreTiles = kTileRows / 8;  // a warp's 16 x 64 scores: 8 mma n-tiles of 8 columns
 constexpr int kPad = 8;                    // elements after each shared row: ldmatrix without conflicts
 
 template <int kHS>
@@ -76,14 +79,15 @@ using ScoreFragments = float[kScoreTiles][4];
 // Copies and fragments
 // ---------------------------------------------------------------------------------------------
 
-// Issues the copies of rows row0 .. row0 + 63 of a matrix whose row r starts at src + r * stride
-// (elements) into `tile` [64][HS + 8]: 16 bytes a cp.async, consecutive threads along a row.
-// Rows at or past T are zero-filled.
-template <typename S, int kHS>
+// Issues the copies of rows row0 .. row0 + kN - 1 of a matrix whose row r starts at src + r *
+// stride (elements) into `tile` [kN][HS + 8]: 16 bytes a cp.async, consecutive threads along a
+// row. Rows at or past T are zero-filled.
+template <typename S, int kHS, int kN>
 __device__ __forceinline__ void copy_tile(S* tile, const S* src, int64_t stride, int row0, int T) {
   constexpr int kChunks = kHS * static_cast<int>(sizeof(S)) / 16;  // 16-byte chunks per row
   constexpr int kPerChunk = 16 / static_cast<int>(sizeof(S));
-  for (int c = static_cast<int>(threadIdx.x); c < kRows * kChunks; c += kMmaThreads) {
+#pragma unroll
+  for (int c = static_cast<int>(threadIdx.x); c < kN * kChunks; c += kMmaThreads) {
     const int r = c / kChunks, chunk = c % kChunks;
     const bool inside = row0 + r < T;
     const S* from = inside ? src + static_cast<int64_t>(row0 + r) * stride + chunk * kPerChunk : src;
@@ -155,6 +159,15 @@ __device__ __forceinline__ void accumulate_rows(float (&acc)[kHS / 8][4], const 
   }
 }
 
+// ---- Dropout on fragments ----
+// The mask's words come in Philox groups of 4 consecutive elements (kernels/common/philox.h):
+// 4 keys of one query. When T and the mask's offset are multiples of 4 (`aligned`), each group
+// a warp needs is held by the lanes of one fragment: 2 lanes (a row's 4 columns 8 nt + 4 (t / 2)
+// ..: the forward and the dq kernel) or 4 lanes (a column's rows 4 (g / 4) ..: the transposed
+// tile of the dk/dv kernel). They draw the group once between them and pass its words by
+// shuffles: one Philox call per 4 weights, as the elementwise kernels draw. Otherwise each lane
+// draws what it needs itself (a pair can straddle two groups).
+
 // The dropout factors of mask elements `index` and `index + 1`: one Philox call for the pair, two
 // when it straddles a group of four.
 __device__ __forceinline__ void dropout_pair(const DropoutKey& key, uint64_t index, float p, float keep_scale,
@@ -164,6 +177,80 @@ __device__ __forceinline__ void dropout_pair(const DropoutKey& key, uint64_t ind
   first = dropout_factor(bits.v[word], p, keep_scale);
   const uint32_t next = word < 3 ? bits.v[word + 1] : dropout_bits4(key, (index >> 2) + 1).v[0];
   second = dropout_factor(next, p, keep_scale);
+}
+
+// Word k (0..3, known only at run time) of a group, by selects: an array indexed at run time
+// would be local memory on a GPU.
+__device__ __forceinline__ uint32_t word_of(const Philox4& bits, int k) {
+  return k == 0 ? bits.v[0] : k == 1 ? bits.v[1] : k == 2 ? bits.v[2] : bits.v[3];
+}
+
+// The factors of a warp's 16 x 64 weights whose row g starts at mask element row_start0 and row
+// g + 8 at row_start8 (forward, dq: rows are queries, columns keys). Aligned: lane t draws the
+// group of row g (t even) or row g + 8 (t odd) at columns 8 nt + 4 (t / 2) ..; its neighbour
+// t ^ 1 needs the other half of that group for the other row.
+__device__ __forceinline__ void row_dropout_factors(ScoreFragments& factor, const DropoutKey& key,
+                                                    uint64_t row_start0, uint64_t row_start8, bool aligned, float p,
+                                                    float keep_scale) {
+  const int t = static_cast<int>(threadIdx.x) % 4;
+  if (!aligned) {
+#pragma unroll
+    for (int nt = 0; nt < kScoreTiles; ++nt) {
+      dropout_pair(key, row_start0 + 8 * nt + 2 * t, p, keep_scale, factor[nt][0], factor[nt][1]);
+      dropout_pair(key, row_start8 + 8 * nt + 2 * t, p, keep_scale, factor[nt][2], factor[nt][3]);
+    }
+    return;
+  }
+  const bool odd = (t & 1) != 0;
+#pragma unroll
+  for (int nt = 0; nt < kScoreTiles; ++nt) {
+    const Philox4 bits = dropout_bits4(key, ((odd ? row_start8 : row_start0) + 8 * nt + 4 * (t >> 1)) >> 2);
+    // this lane's columns 2t, 2t + 1 are words 2 (t % 2) and 2 (t % 2) + 1 of the group
+    const uint32_t own0 = odd ? bits.v[2] : bits.v[0], own1 = odd ? bits.v[3] : bits.v[1];
+    const uint32_t peer0 = __shfl_xor_sync(kFullMask, odd ? bits.v[0] : bits.v[2], 1);
+    const uint32_t peer1 = __shfl_xor_sync(kFullMask, odd ? bits.v[1] : bits.v[3], 1);
+    factor[nt][0] = dropout_factor(odd ? peer0 : own0, p, keep_scale);  // row g
+    factor[nt][1] = dropout_factor(odd ? peer1 : own1, p, keep_scale);
+    factor[nt][2] = dropout_factor(odd ? own0 : peer0, p, keep_scale);  // row g + 8
+    factor[nt][3] = dropout_factor(odd ? own1 : peer1, p, keep_scale);
+  }
+}
+
+// The factors of the dk/dv kernel's transposed 16 x 64 weights: rows are keys key_row0 + g
+// (+ 8), columns queries query0 + 8 nt + 2 t (+ 1); element (query, key) is mask element
+// head_start + query T + key. Aligned: the 4 lanes j = g % 4 of one t and one g / 4 share the
+// 4 groups (half, c) of keys key_row0 + 8 half + 4 (g / 4) .. and query 8 nt + 2 t + c; lane j
+// draws group j = 2 half + c, and in round r it sends word j ^ r to lane j ^ r, which needs
+// exactly that word of that group.
+__device__ __forceinline__ void key_dropout_factors(ScoreFragments& factor, const DropoutKey& key, uint64_t head_start,
+                                                    int T, int key_row0, int query0, bool aligned, float p,
+                                                    float keep_scale) {
+  const int lane = static_cast<int>(threadIdx.x) % kWarp, g = lane / 4, t = lane % 4;
+  if (!aligned) {
+#pragma unroll
+    for (int nt = 0; nt < kScoreTiles; ++nt)
+#pragma unroll
+      for (int i = 0; i < 4; ++i) {
+        const uint64_t query = static_cast<uint64_t>(query0 + 8 * nt + 2 * t + i % 2);
+        factor[nt][i] = dropout_scale(key, head_start + query * T + key_row0 + g + 8 * (i / 2), p);
+      }
+    return;
+  }
+  const int j = g & 3;
+#pragma unroll
+  for (int nt = 0; nt < kScoreTiles; ++nt) {
+    const uint64_t query = static_cast<uint64_t>(query0 + 8 * nt + 2 * t + (j & 1));
+    const Philox4 bits = dropout_bits4(key, (head_start + query * T + key_row0 + 8 * (j >> 1) + 4 * (g >> 2)) >> 2);
+    uint32_t got[4];  // got[r]: word j of group j ^ r
+#pragma unroll
+    for (int r = 0; r < 4; ++r) got[r] = __shfl_xor_sync(kFullMask, word_of(bits, j ^ r), 4 * r);
+#pragma unroll
+    for (int i = 0; i < 4; ++i) {  // register i is group i: it came in round j ^ i
+      const int r = j ^ i;
+      const uint32_t word = r == 0 ? got[0] : r == 1 ? got[1] : r == 2 ? got[2] : got[3];
+      factor[nt][i] = dropout_factor(word, p, keep_scale);
+    }
+  }
 }
 
 // Writes rows row0 .. row0 + 15 of a warp's 16 x HS accumulators, times `scale`, to dst + row *
@@ -196,11 +283,11 @@ __device__ __forceinline__ float quad_max(float v) {
   return fmaxf(v, __shfl_xor_sync(kFullMask, v, 2));
 }
 
-// The key tiles a block of query rows row0 .. row0 + 63 streams: when causal, those up to its
+// The key tiles a block of query rows row0 .. row0 + 127 streams: when causal, those up to its
 // last row (the tiles wholly above it are never loaded).
 __device__ __forceinline__ int key_tiles(int T, int row0, bool causal) {
-  const int key_end = causal ? min(T, row0 + kRows) : T;  // keys any row of the block sees
-  return (key_end + kRows - 1) / kRows;
+  const int key_end = causal ? min(T, row0 + kBlockRows) : T;  // keys any row of the block sees
+  return (key_end + kTileRows - 1) / kTileRows;
 }
 
 // Issues the copies of key tile `tile` of a head, its keys and its values, into stage tile % 2:
@@ -208,34 +295,34 @@ __device__ __forceinline__ int key_tiles(int T, int row0, bool causal) {
 template <typename S, int kHS>
 __device__ __forceinline__ void copy_key_tile(S* stages, const S* token0, const QkvLayout& at, int head, int tile,
                                               int T) {
-  constexpr int kTileElements = kRows * kStride<kHS>;
+  constexpr int kTileElements = kTileRows * kStride<kHS>;
   S* stage = stages + 2 * (tile % 2) * kTileElements;
-  copy_tile<S, kHS>(stage, token0 + at.k(head), at.width(), tile * kRows, T);
-  copy_tile<S, kHS>(stage + kTileElements, token0 + at.v(head), at.width(), tile * kRows, T);
+  copy_tile<S, kHS, kTileRows>(stage, token0 + at.k(head), at.width(), tile * kTileRows, T);
+  copy_tile<S, kHS, kTileRows>(stage + kTileElements, token0 + at.v(head), at.width(), tile * kTileRows, T);
 }
 
-// Which (b, head) and which 64 rows a block owns: grid B * heads * ceil(T / 64).
+// Which (b, head) and which 128 rows a block owns: grid B * heads * ceil(T / 128).
 struct BlockRows {
   int b, head, row0;
 };
 __device__ __forceinline__ BlockRows block_rows(int T, int heads) {
-  const int per_head = (T + kRows - 1) / kRows;
+  const int per_head = (T + kBlockRows - 1) / kBlockRows;
   const int bh = static_cast<int>(blockIdx.x) / per_head;
-  return {bh / heads, bh % heads, (static_cast<int>(blockIdx.x) % per_head) * kRows};
+  return {bh / heads, bh % heads, (static_cast<int>(blockIdx.x) % per_head) * kBlockRows};
 }
 
 // ---------------------------------------------------------------------------------------------
 // Forward. qkv (B,T,W) (kernels/common/qkv_layout.h) -> out (B,T,C), lse (B,NH,T) fp32.
-// Shared: q_s [64][HS+8], then two stages of k_s, v_s [64][HS+8].
+// Shared: q_s [128][HS+8], then two stages of k_s, v_s [64][HS+8].
 // ---------------------------------------------------------------------------------------------
 template <typename S, int kHS>
 __global__ void __launch_bounds__(kMmaThreads)
     flash_attention_mma_forward_kernel(S* __restrict__ out, float* __restrict__ lse, const S* __restrict__ qkv, int T,
                                        QkvLayout at, bool causal, DropoutMask dropout) {
   extern __shared__ __align__(16) char smem[];
-  constexpr int kTileElements = kRows * kStride<kHS>;
+  constexpr int kTileElements = kTileRows * kStride<kHS>;
   S* q_s = reinterpret_cast<S*>(smem);
-  S* stages = q_s + kTileElements;  // stage s: k at stages + 2 s tile, v after it
+  S* stages = q_s + kBlockRows * kStride<kHS>;  // stage s: k at stages + 2 s tile, v after it
   const BlockRows blk = block_rows(T, at.NH);
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int g = lane / 4, t = lane % 4;
@@ -247,8 +334,11 @@ __global__ void __launch_bounds__(kMmaThreads)
   const float p = dropout.p, keep_scale = 1.0f / (1.0f - p);
   DropoutKey key{};
   if (p > 0.0f) key = dropout.key();
+  // weight (row, key) of this head is mask element row_mask + row T + key
+  const uint64_t row_mask = dropout.index_offset + static_cast<uint64_t>(bh) * T * T;
+  const bool aligned = T % 4 == 0 && dropout.index_offset % 4 == 0;  // see "Dropout on fragments"
 
-  copy_tile<S, kHS>(q_s, token0 + at.q(blk.head), W, blk.row0, T);
+  copy_tile<S, kHS, kBlockRows>(q_s, token0 + at.q(blk.head), W, blk.row0, T);
   copy_key_tile<S, kHS>(stages, token0, at, blk.head, 0, T);
   cp_async_commit_group();
 
@@ -266,61 +356,62 @@ __global__ void __launch_bounds__(kMmaThreads)
     if (tile == 0) load_row_fragments<S, kHS>(q_frag, q_s, 16 * warp);
     const S* k_s = stages + 2 * (tile % 2) * kTileElements;
     const S* v_s = k_s + kTileElements;
-    const int key0 = tile * kRows;
+    const int key0 = tile * kTileRows;
+    // a key tile wholly above the warp's rows adds nothing to them (warp-uniform)
+    if (!causal || key0 <= warp_row0 + 15) {
+      // warp-uniform: whether a score of the warp's 16 rows lies past T or above the diagonal; the
+      // other tiles (most of them) skip the mask
+      const bool edge = key0 + kTileRows > T || (causal && key0 + kTileRows - 1 > warp_row0);
 
-    // warp-uniform: whether a score of the warp's 16 rows lies past T or above the diagonal; the
-    // other tiles (most of them) skip the mask
-    const bool edge = key0 + kRows > T || (causal && key0 + kRows - 1 > warp_row0);
-
-    ScoreFragments s;
-    multiply_by_rows<S, kHS>(s, q_frag, k_s);
+      ScoreFragments s;
+      multiply_by_rows<S, kHS>(s, q_frag, k_s);
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {  // rows g and g + 8: the online softmax
-      const int row = warp_row0 + g + 8 * half;
-      float tile_max = -INFINITY;
+      for (int half = 0; half < 2; ++half) {  // rows g and g + 8: the online softmax
+        const int row = warp_row0 + g + 8 * half;
+        float tile_max = -INFINITY;
 #pragma unroll
-      for (int nt = 0; nt < kScoreTiles; ++nt)
+        for (int nt = 0; nt < kScoreTiles; ++nt)
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          float& score = s[nt][2 * half + c];
-          score *= scale;
-          if (edge) {
-            const int key_j = key0 + 8 * nt + 2 * t + c;
-            if (key_j >= T || (causal && key_j > row)) score = -INFINITY;
+          for (int c = 0; c < 2; ++c) {
+            float& score = s[nt][2 * half + c];
+            score *= scale;
+            if (edge) {
+              const int key_j = key0 + 8 * nt + 2 * t + c;
+              if (key_j >= T || (causal && key_j > row)) score = -INFINITY;
+            }
+            tile_max = fmaxf(tile_max, score);
           }
-          tile_max = fmaxf(tile_max, score);
+        const float m_new = fmaxf(m[half], quad_max(tile_max));
+        const float base = m_new == -INFINITY ? 0.0f : m_new;  // a row that has seen no key yet
+        const float rescale = expf(m[half] - base);            // 0 on the row's first visible tile
+        float sum = 0.0f;
+#pragma unroll
+        for (int nt = 0; nt < kScoreTiles; ++nt)
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            float& e = s[nt][2 * half + c];
+            e = expf(e - base);  // 0 where masked
+            sum += e;
+          }
+        l[half] = l[half] * rescale + quad_sum(sum);
+        m[half] = m_new;
+#pragma unroll
+        for (int nd = 0; nd < kHS / 8; ++nd) {
+          o[nd][2 * half] *= rescale;
+          o[nd][2 * half + 1] *= rescale;
         }
-      const float m_new = fmaxf(m[half], quad_max(tile_max));
-      const float base = m_new == -INFINITY ? 0.0f : m_new;  // a row that has seen no key yet
-      const float rescale = expf(m[half] - base);            // 0 on the row's first visible tile
-      float sum = 0.0f;
-#pragma unroll
-      for (int nt = 0; nt < kScoreTiles; ++nt)
-#pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          float& e = s[nt][2 * half + c];
-          e = expf(e - base);  // 0 where masked
-          sum += e;
-        }
-      l[half] = l[half] * rescale + quad_sum(sum);
-      m[half] = m_new;
-#pragma unroll
-      for (int nd = 0; nd < kHS / 8; ++nd) {
-        o[nd][2 * half] *= rescale;
-        o[nd][2 * half + 1] *= rescale;
       }
       if (p > 0.0f) {  // the weights v is summed with are dropped out; l is not
-        const uint64_t mask_row = dropout.index_offset + (static_cast<uint64_t>(bh) * T + row) * T;
+        ScoreFragments factor;
+        row_dropout_factors(factor, key, row_mask + (static_cast<uint64_t>(warp_row0 + g) * T + key0),
+                            row_mask + (static_cast<uint64_t>(warp_row0 + g + 8) * T + key0), aligned, p, keep_scale);
 #pragma unroll
-        for (int nt = 0; nt < kScoreTiles; ++nt) {
-          float f0, f1;
-          dropout_pair(key, mask_row + key0 + 8 * nt + 2 * t, p, keep_scale, f0, f1);
-          s[nt][2 * half] *= f0;
-          s[nt][2 * half + 1] *= f1;
-        }
+        for (int nt = 0; nt < kScoreTiles; ++nt)
+#pragma unroll
+          for (int i = 0; i < 4; ++i) s[nt][i] *= factor[nt][i];
       }
+      accumulate_rows<S, kHS>(o, s, v_s);
     }
-    accumulate_rows<S, kHS>(o, s, v_s);
     __syncthreads();  // every warp is done with this stage before the next iteration copies over it
   }
   S* out_head = out + static_cast<int64_t>(blk.b) * T * C + at.q(blk.head);
@@ -334,8 +425,8 @@ __global__ void __launch_bounds__(kMmaThreads)
 
 // ---------------------------------------------------------------------------------------------
 // Backward, kernel 1: D and dq. dout (B,T,C), out (B,T,C), qkv (B,T,W), lse (B,NH,T) ->
-// dout_dot_out (B,NH,T) = D, dqkv's q part. One block per 64 query rows of one (b, h).
-// Shared: q_s, do_s [64][HS+8], two stages of k_s, v_s [64][HS+8], lse_s and d_s [64] fp32.
+// dout_dot_out (B,NH,T) = D, dqkv's q part. One block per 128 query rows of one (b, h).
+// Shared: q_s, do_s [128][HS+8], two stages of k_s, v_s [64][HS+8], lse_s and d_s [128] fp32.
 // ---------------------------------------------------------------------------------------------
 template <typename S, int kHS>
 __global__ void __launch_bounds__(kMmaThreads)
@@ -344,12 +435,12 @@ __global__ void __launch_bounds__(kMmaThreads)
                                            const S* __restrict__ qkv, const float* __restrict__ lse, int T,
                                            QkvLayout at, bool causal, DropoutMask dropout) {
   extern __shared__ __align__(16) char smem[];
-  constexpr int kTileElements = kRows * kStride<kHS>;
+  constexpr int kTileElements = kTileRows * kStride<kHS>;
   S* q_s = reinterpret_cast<S*>(smem);
-  S* do_s = q_s + kTileElements;
-  S* stages = do_s + kTileElements;
+  S* do_s = q_s + kBlockRows * kStride<kHS>;
+  S* stages = do_s + kBlockRows * kStride<kHS>;
   float* lse_s = reinterpret_cast<float*>(stages + 4 * kTileElements);
-  float* d_s = lse_s + kRows;
+  float* d_s = lse_s + kBlockRows;
   const BlockRows blk = block_rows(T, at.NH);
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int g = lane / 4, t = lane % 4;
@@ -362,9 +453,12 @@ __global__ void __launch_bounds__(kMmaThreads)
   const float p = dropout.p, keep_scale = 1.0f / (1.0f - p);
   DropoutKey key{};
   if (p > 0.0f) key = dropout.key();
+  // weight (row, key) of this head is mask element row_mask + row T + key
+  const uint64_t row_mask = dropout.index_offset + static_cast<uint64_t>(bh) * T * T;
+  const bool aligned = T % 4 == 0 && dropout.index_offset % 4 == 0;  // see "Dropout on fragments"
 
-  copy_tile<S, kHS>(q_s, token0 + at.q(blk.head), W, blk.row0, T);
-  copy_tile<S, kHS>(do_s, dout + out0, C, blk.row0, T);
+  copy_tile<S, kHS, kBlockRows>(q_s, token0 + at.q(blk.head), W, blk.row0, T);
+  copy_tile<S, kHS, kBlockRows>(do_s, dout + out0, C, blk.row0, T);
   copy_key_tile<S, kHS>(stages, token0, at, blk.head, 0, T);
   cp_async_commit_group();
 
@@ -398,47 +492,56 @@ __global__ void __launch_bounds__(kMmaThreads)
     }
     const S* k_s = stages + 2 * (tile % 2) * kTileElements;
     const S* v_s = k_s + kTileElements;
-    const int key0 = tile * kRows;
+    const int key0 = tile * kTileRows;
+    // a key tile wholly above the warp's rows adds nothing to their dq (warp-uniform)
+    if (!causal || key0 <= warp_row0 + 15) {
+      // warp-uniform: whether a pair of the warp's rows and this tile's keys is masked (past T,
+      // above the diagonal) or a row has one key (those are on the diagonal, or T = 1)
+      const bool edge = key0 + kTileRows > T || warp_row0 + 16 > T || (causal && key0 + kTileRows - 1 > warp_row0);
 
-    // warp-uniform: whether a pair of the warp's rows and this tile's keys is masked (past T,
-    // above the diagonal) or a row has one key (those are on the diagonal, or T = 1)
-    const bool edge = key0 + kRows > T || warp_row0 + 16 > T || (causal && key0 + kRows - 1 > warp_row0);
-
-    ScoreFragments s, dp;
-    multiply_by_rows<S, kHS>(s, q_frag, k_s);    // scores
-    multiply_by_rows<S, kHS>(dp, do_frag, v_s);  // dout . v
+      ScoreFragments s, dp;
+      multiply_by_rows<S, kHS>(s, q_frag, k_s);    // scores
+      multiply_by_rows<S, kHS>(dp, do_frag, v_s);  // dout . v
+      if (p > 0.0f) {  // dP's factors: the weights the forward summed v with were dropped out
+        ScoreFragments factor;
+        row_dropout_factors(factor, key, row_mask + (static_cast<uint64_t>(warp_row0 + g) * T + key0),
+                            row_mask + (static_cast<uint64_t>(warp_row0 + g + 8) * T + key0), aligned, p,
+                            keep_scale);
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int local = 16 * warp + g + 8 * half, row = blk.row0 + local;
-      const float row_lse = lse_s[local], D = d_s[local];
-      const bool one_key = (causal ? row + 1 : T) == 1;  // dS is exactly 0 (file comment)
-      const uint64_t mask_row = dropout.index_offset + (static_cast<uint64_t>(bh) * T + row) * T;
+        for (int nt = 0; nt < kScoreTiles; ++nt)
 #pragma unroll
-      for (int nt = 0; nt < kScoreTiles; ++nt) {
-        float factor[2] = {1.0f, 1.0f};
-        if (p > 0.0f) dropout_pair(key, mask_row + key0 + 8 * nt + 2 * t, p, keep_scale, factor[0], factor[1]);
+          for (int i = 0; i < 4; ++i) dp[nt][i] = factor[nt][i] * dp[nt][i];
+      }
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          float& ds = s[nt][2 * half + c];
-          const float P = expf(ds * scale - row_lse);
-          ds = P * (factor[c] * dp[nt][2 * half + c] - D);
-          if (edge) {
-            const int key_j = key0 + 8 * nt + 2 * t + c;
-            if (row >= T || key_j >= T || (causal && key_j > row) || one_key) ds = 0.0f;
+      for (int half = 0; half < 2; ++half) {
+        const int local = 16 * warp + g + 8 * half, row = blk.row0 + local;
+        const float row_lse = lse_s[local], D = d_s[local];
+        const bool one_key = (causal ? row + 1 : T) == 1;  // dS is exactly 0 (file comment)
+#pragma unroll
+        for (int nt = 0; nt < kScoreTiles; ++nt) {
+#pragma unroll
+          for (int c = 0; c < 2; ++c) {
+            float& ds = s[nt][2 * half + c];
+            const float P = expf(ds * scale - row_lse);
+            ds = P * (dp[nt][2 * half + c] - D);
+            if (edge) {
+              const int key_j = key0 + 8 * nt + 2 * t + c;
+              if (row >= T || key_j >= T || (causal && key_j > row) || one_key) ds = 0.0f;
+            }
           }
         }
       }
+      accumulate_rows<S, kHS>(dq, s, k_s);
     }
-    accumulate_rows<S, kHS>(dq, s, k_s);
     __syncthreads();
   }
   store_rows<S, kHS>(dqkv + static_cast<int64_t>(blk.b) * T * W + at.q(blk.head), W, dq, warp_row0, T, scale, scale);
 }
 
 // ---------------------------------------------------------------------------------------------
-// Backward, kernel 2: dk and dv, after kernel 1 has written D. One block per 64 key rows of one
+// Backward, kernel 2: dk and dv, after kernel 1 has written D. One block per 128 key rows of one
 // (b, key/value head); it streams the query tiles of each query head of the key's group, head
-// after head. Shared: k_s, v_s [64][HS+8] (the block's keys and values), two stages of q_s, do_s
+// after head. Shared: k_s, v_s [128][HS+8] (the block's keys and values), two stages of q_s, do_s
 // [64][HS+8] and lse_s, d_s [64] fp32.
 // ---------------------------------------------------------------------------------------------
 template <typename S, int kHS>
@@ -448,11 +551,11 @@ __global__ void __launch_bounds__(kMmaThreads)
                                             const float* __restrict__ dout_dot_out, int T, QkvLayout at, bool causal,
                                             DropoutMask dropout) {
   extern __shared__ __align__(16) char smem[];
-  constexpr int kTileElements = kRows * kStride<kHS>;
-  constexpr int kStageElements = 2 * kTileElements + 2 * kRows * static_cast<int>(sizeof(float) / sizeof(S));
+  constexpr int kTileElements = kTileRows * kStride<kHS>;
+  constexpr int kStageElements = 2 * kTileElements + 2 * kTileRows * static_cast<int>(sizeof(float) / sizeof(S));
   S* k_s = reinterpret_cast<S*>(smem);
-  S* v_s = k_s + kTileElements;
-  S* stages = v_s + kTileElements;  // stage s: q_s, do_s, then lse_s and d_s as fp32
+  S* v_s = k_s + kBlockRows * kStride<kHS>;
+  S* stages = v_s + kBlockRows * kStride<kHS>;  // stage s: q_s, do_s, then lse_s and d_s as fp32
   const BlockRows blk = block_rows(T, at.KVH);
   const int warp = static_cast<int>(threadIdx.x) / kWarp, lane = static_cast<int>(threadIdx.x) % kWarp;
   const int g = lane / 4, t = lane % 4;
@@ -460,33 +563,36 @@ __global__ void __launch_bounds__(kMmaThreads)
   const S* token0 = qkv + static_cast<int64_t>(blk.b) * T * W;
   const int h0 = blk.head * at.group();  // the group's first query head: at.k(h0) is this block's key head
   const int first_query = causal ? blk.row0 : 0;  // queries before a key never attend to it
-  const int per_head = (T - first_query + kRows - 1) / kRows;
+  const int per_head = (T - first_query + kTileRows - 1) / kTileRows;
   const int tiles = per_head * at.group();
   const float scale = 1.0f / sqrtf(static_cast<float>(kHS));
-  const float p = dropout.p;
+  const float p = dropout.p, keep_scale = 1.0f / (1.0f - p);
   DropoutKey key{};
   if (p > 0.0f) key = dropout.key();
+  const bool aligned = T % 4 == 0 && dropout.index_offset % 4 == 0;  // see "Dropout on fragments"
 
   // Stream tile i: query head h0 + i / per_head, queries from first_query + 64 (i % per_head).
   auto copy_stage = [&](int i) {
     S* stage = stages + (i % 2) * kStageElements;
-    const int h = h0 + i / per_head, query0 = first_query + (i % per_head) * kRows;
-    copy_tile<S, kHS>(stage, token0 + at.q(h), W, query0, T);
-    copy_tile<S, kHS>(stage + kTileElements, dout + static_cast<int64_t>(blk.b) * T * C + at.q(h), C, query0, T);
+    const int h = h0 + i / per_head, query0 = first_query + (i % per_head) * kTileRows;
+    copy_tile<S, kHS, kTileRows>(stage, token0 + at.q(h), W, query0, T);
+    copy_tile<S, kHS, kTileRows>(stage + kTileElements, dout + static_cast<int64_t>(blk.b) * T * C + at.q(h), C,
+                                 query0, T);
     float* stats = reinterpret_cast<float*>(stage + 2 * kTileElements);
     const int64_t head_rows = (static_cast<int64_t>(blk.b) * at.NH + h) * T;
-    for (int r = static_cast<int>(threadIdx.x); r < kRows; r += kMmaThreads) {
+    for (int r = static_cast<int>(threadIdx.x); r < kTileRows; r += kMmaThreads) {
       const int query = query0 + r;
       stats[r] = query < T ? lse[head_rows + query] : 0.0f;
-      stats[kRows + r] = query < T ? dout_dot_out[head_rows + query] : 0.0f;
+      stats[kTileRows + r] = query < T ? dout_dot_out[head_rows + query] : 0.0f;
     }
   };
-  copy_tile<S, kHS>(k_s, token0 + at.k(h0), W, blk.row0, T);
-  copy_tile<S, kHS>(v_s, token0 + at.v(h0), W, blk.row0, T);
+  copy_tile<S, kHS, kBlockRows>(k_s, token0 + at.k(h0), W, blk.row0, T);
+  copy_tile<S, kHS, kBlockRows>(v_s, token0 + at.v(h0), W, blk.row0, T);
   copy_stage(0);
   cp_async_commit_group();
 
   const int warp_row0 = blk.row0 + 16 * warp;  // the warp's 16 keys
+  uint32_t k_frag[kHS / 16][4], v_frag[kHS / 16][4];
   float dk[kHS / 8][4] = {}, dv[kHS / 8][4] = {};
   for (int i = 0; i < tiles; ++i) {
     if (i + 1 < tiles) copy_stage(i + 1);
@@ -497,49 +603,49 @@ __global__ void __launch_bounds__(kMmaThreads)
     const S* q_s = stage;
     const S* do_s = stage + kTileElements;
     const float* lse_s = reinterpret_cast<const float*>(stage + 2 * kTileElements);
-    const float* d_s = lse_s + kRows;
-    const int h = h0 + i / per_head, query0 = first_query + (i % per_head) * kRows;
+    const float* d_s = lse_s + kTileRows;
+    const int h = h0 + i / per_head, query0 = first_query + (i % per_head) * kTileRows;
     const uint64_t head_mask = dropout.index_offset + (static_cast<uint64_t>(blk.b) * at.NH + h) * T * T;
 
-    // warp-uniform: whether a pair of the warp's keys and this tile's queries is masked (past T,
-    // a query before a key) or a query has one key (query 0 when causal, or T = 1)
-    const bool edge = query0 + kRows > T || warp_row0 + 16 > T || (causal && query0 < warp_row0 + 15);
-
-    ScoreFragments s, dp;  // transposed: rows are the warp's keys, columns the tile's queries
-    {
-      uint32_t k_frag[kHS / 16][4];  // reloaded per tile: registers for dk and dv instead
+    if (i == 0) {
       load_row_fragments<S, kHS>(k_frag, k_s, 16 * warp);
-      multiply_by_rows<S, kHS>(s, k_frag, q_s);
-    }
-    {
-      uint32_t v_frag[kHS / 16][4];
       load_row_fragments<S, kHS>(v_frag, v_s, 16 * warp);
+    }
+    // a query tile wholly before the warp's keys sees none of them (warp-uniform)
+    if (!causal || query0 + kTileRows - 1 >= warp_row0) {
+      // warp-uniform: whether a pair of the warp's keys and this tile's queries is masked (past T,
+      // a query before a key) or a query has one key (query 0 when causal, or T = 1)
+      const bool edge = query0 + kTileRows > T || warp_row0 + 16 > T || (causal && query0 < warp_row0 + 15);
+
+      ScoreFragments s, dp;  // transposed: rows are the warp's keys, columns the tile's queries
+      multiply_by_rows<S, kHS>(s, k_frag, q_s);
       multiply_by_rows<S, kHS>(dp, v_frag, do_s);
-    }
+      ScoreFragments factor;
+      if (p > 0.0f) key_dropout_factors(factor, key, head_mask, T, warp_row0, query0, aligned, p, keep_scale);
 #pragma unroll
-    for (int half = 0; half < 2; ++half) {
-      const int key_row = warp_row0 + g + 8 * half;
+      for (int half = 0; half < 2; ++half) {
+        const int key_row = warp_row0 + g + 8 * half;
 #pragma unroll
-      for (int nt = 0; nt < kScoreTiles; ++nt)
+        for (int nt = 0; nt < kScoreTiles; ++nt)
 #pragma unroll
-        for (int c = 0; c < 2; ++c) {
-          const int local = 8 * nt + 2 * t + c, query = query0 + local;
-          const float P = expf(s[nt][2 * half + c] * scale - lse_s[local]);
-          float factor = 1.0f;
-          if (p > 0.0f) factor = dropout_scale(key, head_mask + static_cast<uint64_t>(query) * T + key_row, p);
-          float w = factor * P, ds = P * (factor * dp[nt][2 * half + c] - d_s[local]);
-          if (edge) {  // a masked pair may have computed inf: replaced, never summed
-            const bool visible = query < T && key_row < T && (!causal || query >= key_row);
-            const bool one_key = (causal ? query + 1 : T) == 1;
-            if (!visible) w = 0.0f;
-            if (!visible || one_key) ds = 0.0f;
+          for (int c = 0; c < 2; ++c) {
+            const int local = 8 * nt + 2 * t + c, query = query0 + local;
+            const float P = expf(s[nt][2 * half + c] * scale - lse_s[local]);
+            const float f = p > 0.0f ? factor[nt][2 * half + c] : 1.0f;
+            float w = f * P, ds = P * (f * dp[nt][2 * half + c] - d_s[local]);
+            if (edge) {  // a masked pair may have computed inf: replaced, never summed
+              const bool visible = query < T && key_row < T && (!causal || query >= key_row);
+              const bool one_key = (causal ? query + 1 : T) == 1;
+              if (!visible) w = 0.0f;
+              if (!visible || one_key) ds = 0.0f;
+            }
+            s[nt][2 * half + c] = w;    // dv's weight
+            dp[nt][2 * half + c] = ds;  // dS
           }
-          s[nt][2 * half + c] = w;    // dv's weight
-          dp[nt][2 * half + c] = ds;  // dS
-        }
+      }
+      accumulate_rows<S, kHS>(dv, s, do_s);
+      accumulate_rows<S, kHS>(dk, dp, q_s);
     }
-    accumulate_rows<S, kHS>(dv, s, do_s);
-    accumulate_rows<S, kHS>(dk, dp, q_s);
     __syncthreads();
   }
   S* key_rows = dqkv + static_cast<int64_t>(blk.b) * T * W;
@@ -548,11 +654,11 @@ __global__ void __launch_bounds__(kMmaThreads)
 }
 
 template <typename S, int kHS>
-constexpr size_t kForwardSmem = 5 * sizeof(S) * kRows * kStride<kHS>;
+constexpr size_t kForwardSmem = (kBlockRows + 4 * kTileRows) * kStride<kHS> * sizeof(S);
 template <typename S, int kHS>
-constexpr size_t kDqSmem = 6 * sizeof(S) * kRows * kStride<kHS> + 2 * kRows * sizeof(float);
+constexpr size_t kDqSmem = (2 * kBlockRows + 4 * kTileRows) * kStride<kHS> * sizeof(S) + 2 * kBlockRows * sizeof(float);
 template <typename S, int kHS>
-constexpr size_t kDkvSmem = 6 * sizeof(S) * kRows * kStride<kHS> + 4 * kRows * sizeof(float);
+constexpr size_t kDkvSmem = (2 * kBlockRows + 4 * kTileRows) * kStride<kHS> * sizeof(S) + 4 * kTileRows * sizeof(float);
 
 // Calls f(std::integral_constant<int, HS>) for the head sizes this rung serves.
 template <typename F>
@@ -565,7 +671,7 @@ void dispatch_head_size(int HS, F&& f) {
 
 unsigned mma_blocks(const AttentionShape& s, int heads, const char* what) {
   attention_tiles::row_blocks(s, heads, what);  // checks the shape
-  return static_cast<unsigned>(static_cast<int64_t>(s.B) * heads * ((s.T + kRows - 1) / kRows));
+  return static_cast<unsigned>(static_cast<int64_t>(s.B) * heads * ((s.T + kBlockRows - 1) / kBlockRows));
 }
 
 }  // namespace
