@@ -254,7 +254,9 @@ __device__ __forceinline__ void key_dropout_factors(ScoreFragments& factor, cons
 }
 
 // Writes rows row0 .. row0 + 15 of a warp's 16 x HS accumulators, times `scale`, to dst + row *
-// stride + channel (rows at or past T are not written).
+// stride + channel (rows at or past T are not written): a lane's two neighbouring channels
+// rounded into one register (pack_rn, the bits of from_float) and stored as one 4-byte word, so
+// a warp's store covers 8 rows of 16 bytes, not 16 bytes in two halves.
 template <typename S, int kHS>
 __device__ __forceinline__ void store_rows(S* dst, int64_t stride, const float (&acc)[kHS / 8][4], int row0, int T,
                                            float scale0, float scale1) {
@@ -266,10 +268,9 @@ __device__ __forceinline__ void store_rows(S* dst, int64_t stride, const float (
     const float scale = half == 0 ? scale0 : scale1;
     S* out = dst + static_cast<int64_t>(row) * stride;
 #pragma unroll
-    for (int nd = 0; nd < kHS / 8; ++nd) {
-      out[8 * nd + 2 * t] = from_float<S>(acc[nd][2 * half] * scale);
-      out[8 * nd + 2 * t + 1] = from_float<S>(acc[nd][2 * half + 1] * scale);
-    }
+    for (int nd = 0; nd < kHS / 8; ++nd)  // 4-byte aligned: rows are 16-byte aligned (flash_attention_mma_serves)
+      *reinterpret_cast<uint32_t*>(out + 8 * nd + 2 * t) =
+          pack_rn<S>(acc[nd][2 * half] * scale, acc[nd][2 * half + 1] * scale);
   }
 }
 
@@ -607,7 +608,9 @@ __global__ void __launch_bounds__(kMmaThreads)
     const int h = h0 + i / per_head, query0 = first_query + (i % per_head) * kTileRows;
     const uint64_t head_mask = dropout.index_offset + (static_cast<uint64_t>(blk.b) * at.NH + h) * T * T;
 
-    if (i == 0) {
+    // the warp's K and V fragments: loaded once at HS 64; reloaded per tile at HS 128, where
+    // holding them beside dk, dv, S and dP would pass the 255 registers a thread may have
+    if (i == 0 || kHS > 64) {
       load_row_fragments<S, kHS>(k_frag, k_s, 16 * warp);
       load_row_fragments<S, kHS>(v_frag, v_s, 16 * warp);
     }
