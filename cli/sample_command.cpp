@@ -17,7 +17,8 @@ class SampleCommand final : public Command {
   void add_flags(CLI::App& cmd) override {
     SampleOptions& s = options_;
     cmd.add_option("--checkpoint", s.checkpoint,
-                   "a checkpoint written by train --save-dir, or that directory (its latest)")
+                   "a checkpoint written by train --save-dir, or that directory (its latest), or a Hugging Face "
+                   "directory of a LlamaForCausalLM or GPT2LMHeadModel")
         ->required();
     cmd.add_option("--prompt", s.prompt, "text the samples continue (after the end-of-text id)");
     add_int_option(cmd, "--max-new-tokens", s.max_new_tokens, "tokens to draw per sample, at most");

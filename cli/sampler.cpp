@@ -14,6 +14,7 @@
 #include "data/tokenizer.h"
 #include "base/checked_input.h"
 #include "engine/io/checkpoint.h"
+#include "engine/io/hf_weights.h"
 #include "engine/decoder.h"
 #include "engine/rng.h"
 #include "engine/io/safetensors.h"
@@ -164,6 +165,17 @@ std::unique_ptr<Tokenizer> sample_tokenizer(const SampleOptions& o, const Checkp
   }
 }
 
+// --checkpoint: a tinytrain checkpoint (a directory: its latest), or a Hugging Face directory
+// (config.json and its safetensors; dropout plays no part in sampling, so it is set to 0).
+CheckpointModel read_model(const std::string& path) {
+  if (!is_hf_model_dir(path)) return read_checkpoint_model(find_resume_checkpoint(path));
+  const HfConfig hf = read_hf_config(path, 0.0f);
+  CheckpointModel model;
+  model.config = hf.model;
+  model.params = read_hf_params(path, hf);
+  return model;
+}
+
 // --prompt-ids "50256,464": each a decimal id below vocab, comma-separated, at least one.
 std::vector<int32_t> parse_prompt_ids(const std::string& text, int vocab) {
   std::vector<int32_t> ids;
@@ -182,7 +194,7 @@ std::vector<int32_t> parse_prompt_ids(const std::string& text, int vocab) {
 
 void run_sample(Backend& backend, const SampleOptions& o, std::ostream& out, std::ostream& err) {
   check_sample_options(o);
-  CheckpointModel model = read_checkpoint_model(find_resume_checkpoint(o.checkpoint));  // (a directory: its latest)
+  CheckpointModel model = read_model(o.checkpoint);
   const ModelConfig& config = model.config;
   if (!config.causal)
     throw InputError(o.checkpoint + ": sampling needs a causal model (--causal true): this one attends both ways");

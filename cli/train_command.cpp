@@ -71,7 +71,9 @@ class TrainCommand final : public Command {
                    "with --data: batches of fixed val.bin windows per evaluation", 1, INT_MAX);
     cmd.add_option("--metrics", o.metrics_path, "write one JSON line per logged step to FILE.jsonl");
     cmd.add_option("--init-from", o.init_from,
-                   "initial parameters from a safetensors state_dict (PyTorch names, tools/torch_interop.py)");
+                   "initial parameters from a safetensors state_dict (PyTorch names, tools/torch_interop.py), or "
+                   "a Hugging Face directory of a LlamaForCausalLM or GPT2LMHeadModel, whose config.json then sets "
+                   "the model");
     cmd.add_option("--resume", ckpt.resume,
                    "continue from a checkpoint: a file, or a directory's latest (same model, optimizer, precision, "
                    "seed, batch, seq)");

@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "cli/command.h"
+#include "engine/io/hf_config.h"
 #include "engine/memory_plan.h"
 #include "engine/trainer.h"
 
@@ -49,6 +50,8 @@ void TrainFlags::add_to(CLI::App& cmd) {
       cmd.add_option("--norm", norm, "layernorm | rmsnorm (Llama's: no mean subtracted, no bias)")
           ->capture_default_str(),
       cmd.add_option("--bias", m.bias, "biases in every linear and LayerNorm (false: none)")->capture_default_str(),
+      cmd.add_option("--head-bias", m.head_bias, "with --bias: the head's bias too (GPT-2's head has none)")
+          ->capture_default_str(),
       cmd.add_option("--tie-embeddings", m.tie_embeddings,
                      "the head's weight is the embedding's transpose (one parameter; its gradient sums both uses)")
           ->capture_default_str()};
@@ -100,6 +103,22 @@ void TrainFlags::add_to(CLI::App& cmd) {
       ->capture_default_str();
   add_int_option(cmd, "--loss-scale-interval", s.growth_interval, "fp16: clean steps before the scale grows");
   add_backend_option(cmd, backend);
+  for (const char* flag : {"--vocab-size", "--d-model", "--n-head", "--n-layer", "--d-ff", "--n-kv-head", "--arch",
+                           "--activation", "--norm-first", "--causal", "--pos-embedding", "--norm", "--bias",
+                           "--head-bias", "--tie-embeddings", "--rope-theta", "--max-seq-len", "--layer-norm-eps"})
+    model_flags.push_back(cmd.get_option(flag));
+  dropout_flag = cmd.get_option("--dropout");
+}
+
+void TrainFlags::take_model_from_hf_dir() {
+  TrainOptions& o = options;
+  for (const CLI::Option* flag : model_flags)
+    if (flag->count() > 0)
+      throw InputError("invalid config: " + flag->get_name() + " beside --init-from " + o.init_from +
+                       ": the Hugging Face directory's config.json sets the model; leave " + flag->get_name() + " out");
+  std::optional<float> dropout;
+  if (dropout_flag->count() > 0) dropout = o.model.dropout;
+  o.model = read_hf_config(o.init_from, dropout).model;
 }
 
 void TrainFlags::add_data_parallel_to(CLI::App& cmd) {
@@ -126,6 +145,7 @@ void TrainFlags::finish() {
       if (flag->count() > 0) given.push_back(flag->get_name());
     apply_block_preset(preset, given, o.model);
   }
+  if (!o.init_from.empty() && is_hf_model_dir(o.init_from)) take_model_from_hf_dir();
   o.model.validate();
   // The decaying schedules end at --steps; the constant one needs no end (0: resumable with any --steps).
   if (o.optimizer.schedule.kind != LrScheduleKind::Constant) o.optimizer.schedule.total_steps = o.run.steps;

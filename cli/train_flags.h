@@ -20,6 +20,10 @@ struct TrainFlags {
       recompute = "none", arch;
   // The block's flags that --arch presets: a flag given on the command line wins over the preset.
   std::vector<CLI::Option*> block_flags;
+  // Every flag that describes the model, and --dropout: `train --init-from` a Hugging Face
+  // directory takes the model from its config.json, and refuses these beside it but --dropout.
+  std::vector<CLI::Option*> model_flags;
+  CLI::Option* dropout_flag = nullptr;
 
   TrainFlags();  // the seed workload: its lr is 1e-4
   // Declares the model, run and optimizer flags, the step's and the loss scaler's, and --backend.
@@ -29,6 +33,9 @@ struct TrainFlags {
   void add_data_parallel_to(CLI::App& cmd);
   // Parses the text flags into `options` and checks every value; throws InputError naming the flag.
   void finish();
+  // --init-from DIR of Hugging Face (engine/io/hf_config.h): options.model becomes DIR's model,
+  // with --dropout's p when given. Throws InputError for a model flag given beside it.
+  void take_model_from_hf_dir();
   // Checks that `ranks` ranks split the batch, each into --grad-accum micro-batches, and sets
   // options.ranks, the ranks the memory plan is for.
   void set_ranks(int ranks);

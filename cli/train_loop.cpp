@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "engine/io/checkpoint.h"
+#include "engine/io/hf_weights.h"
 #include "engine/token_batch.h"
 #include "engine/flops.h"
 #include "engine/init.h"
@@ -121,6 +122,10 @@ void check_data_options(const TrainOptions& o) {
   if (!d.dir.empty() && !o.model.causal)
     throw InputError("invalid config: --data trains a language model, which needs --causal true (a bidirectional "
                      "model sees the very token it is asked to predict)");
+  std::error_code ec;
+  if (!o.init_from.empty() && std::filesystem::is_directory(o.init_from, ec) && !is_hf_model_dir(o.init_from))
+    throw InputError(o.init_from + ": a directory without config.json: --init-from takes a state_dict safetensors "
+                     "file or a Hugging Face model directory");
   if (!o.init_from.empty() && !o.checkpoint.resume.empty())
     throw InputError("invalid config: --init-from and --resume both set the parameters: give one");
 }
@@ -168,6 +173,9 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
           << std::endl;
       return;
     }
+  } else if (!o.init_from.empty() && is_hf_model_dir(o.init_from)) {  // (its config.json set o.model)
+    trainer.load_params(read_hf_params(o.init_from, read_hf_config(o.init_from, o.model.dropout)).data());
+    log << "init: parameters from " << o.init_from << " (Hugging Face)" << std::endl;
   } else if (!o.init_from.empty()) {
     trainer.load_params(read_state_dict(o.init_from, o.model).data());
     log << "init: parameters from " << o.init_from << std::endl;

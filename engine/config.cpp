@@ -55,7 +55,7 @@ double ModelConfig::parameter_count() const {
   const double norm_params = norm_bias() ? 2.0 * C : C;           // weight, and bias for a LayerNorm with one
   const double per_layer = QKV * C + C * C + F1 * C + C * F + linear_biases + 2.0 * norm_params;
   return V * C + (pos_embedding == PosEmbedding::Learned ? max_seq_len * C : 0.0) + n_layer * per_layer +
-         (norm_first ? norm_params : 0.0) + (tie_embeddings ? 0.0 : V * C) + (bias ? V : 0.0);  // embedding,
+         (norm_first ? norm_params : 0.0) + (tie_embeddings ? 0.0 : V * C) + (lm_head_bias() ? V : 0.0);  // embedding,
                                                                    // positions, layers, encoder.norm, lm_head
 }
 
@@ -120,6 +120,7 @@ ModelConfig arch_preset(const std::string& name) {
     c.activation = Activation::Gelu;
     c.pos_embedding = PosEmbedding::Learned;
     c.tie_embeddings = true;
+    c.head_bias = false;
     return c;
   }
   if (name == "llama") {
@@ -140,6 +141,7 @@ void apply_block_preset(const ModelConfig& preset, const std::vector<std::string
   if (free("--pos-embedding")) model.pos_embedding = preset.pos_embedding;
   if (free("--norm")) model.norm = preset.norm;
   if (free("--bias")) model.bias = preset.bias;
+  if (free("--head-bias")) model.head_bias = preset.head_bias;
   if (free("--tie-embeddings")) model.tie_embeddings = preset.tie_embeddings;
 }
 
@@ -269,6 +271,7 @@ std::string model_config_to_json(const ModelConfig& c) {
   if (c.norm != Norm::LayerNorm) j["norm"] = norm_name(c.norm);
   if (!c.bias) j["bias"] = false;
   if (c.tie_embeddings) j["tie_embeddings"] = true;
+  if (c.bias && !c.head_bias) j["head_bias"] = false;
   if (c.pos_embedding == PosEmbedding::Rope) j["rope_theta"] = c.rope_theta;
   if (c.kv_heads() != c.n_head) j["n_kv_head"] = c.n_kv_head;
   return j.dump();
@@ -279,6 +282,7 @@ ModelConfig model_config_from_json(const std::string& text, const std::string& w
   // Fields that came later (the Llama-style block's): absent means the original family's value.
   auto has = [&object](const char* key) { return object.is_object() && object.contains(key); };
   const bool has_norm = has("norm"), has_bias = has("bias"), has_tie = has("tie_embeddings"),
+             has_head_bias = has("head_bias"),
              has_theta = has("rope_theta"), has_kv = has("n_kv_head");
   JsonFields f(std::move(object), where);
   ModelConfig c;
@@ -297,6 +301,7 @@ ModelConfig model_config_from_json(const std::string& text, const std::string& w
   if (has_norm) c.norm = parse_norm(f.string("norm"));
   if (has_bias) c.bias = f.boolean("bias");
   if (has_tie) c.tie_embeddings = f.boolean("tie_embeddings");
+  if (has_head_bias) c.head_bias = f.boolean("head_bias");
   if (has_theta) c.rope_theta = f.number_f32("rope_theta");
   if (has_kv) c.n_kv_head = f.positive_int("n_kv_head");
   f.finish();

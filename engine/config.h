@@ -44,11 +44,15 @@ struct ModelConfig {
   Norm norm = Norm::LayerNorm;
   bool bias = true;  // every linear (and LayerNorm) has a bias; false: none (RMSNorm never has one)
   bool tie_embeddings = false;  // the head's weight is the embedding's (one parameter, both uses' gradients)
+  // --head-bias: lm_head has a bias when `bias` is on and this is too; GPT-2's head has none
+  // (Hugging Face GPT2LMHeadModel), its other linears and norms do.
+  bool head_bias = true;
   float rope_theta = 10000.0f;  // --rope-theta: RoPE's base (pos_embedding rope)
   int n_kv_head = 0;  // --n-kv-head: key/value heads, dividing n_head (grouped-query attention); 0: n_head
 
   // Whether the norms, and the linears, have biases.
   bool norm_bias() const { return bias && norm == Norm::LayerNorm; }
+  bool lm_head_bias() const { return bias && head_bias; }
 
   int head_dim() const { return d_model / n_head; }
   int kv_heads() const { return n_kv_head > 0 ? n_kv_head : n_head; }
@@ -103,13 +107,14 @@ const char* norm_name(Norm norm);                           // "layernorm", "rms
 Norm parse_norm(const std::string& name);                   // throws InputError
 
 // --arch: a named block, the block fields of a ModelConfig (activation, norm_first, causal,
-// pos_embedding, norm, bias, tie_embeddings) set as that family has them: "seed" (the
-// default: nn.TransformerEncoder's), "gpt2" (pre-norm, GELU, learned positions, causal, head
-// tied to the embedding), "llama" (pre-norm, RMSNorm, rotary positions, SwiGLU, no biases,
+// pos_embedding, norm, bias, head_bias, tie_embeddings) set as that family has them: "seed"
+// (the default: nn.TransformerEncoder's), "gpt2" (pre-norm, GELU, learned positions, causal,
+// head tied to the embedding and without a bias), "llama" (pre-norm, RMSNorm, rotary positions, SwiGLU, no biases,
 // causal). Throws InputError naming the flag for another name.
 ModelConfig arch_preset(const std::string& name);
 // Copies the preset's block fields into `model`, except those whose flag (--activation,
-// --norm-first, --causal, --pos-embedding, --norm, --bias, --tie-embeddings) is in `given`.
+// --norm-first, --causal, --pos-embedding, --norm, --bias, --head-bias,
+// --tie-embeddings) is in `given`.
 void apply_block_preset(const ModelConfig& preset, const std::vector<std::string>& given, ModelConfig& model);
 
 // The reference format's JSON spelling (see docs/reference-format.md). The readers check

@@ -65,7 +65,7 @@ ParamLayout::ParamLayout(const ModelConfig& c) {
     add_bias(names.final_norm("bias"), C, nb);
   }
   if (!c.tie_embeddings) add("lm_head.weight", {V, C});  // tied: the head reads the embedding's table
-  add_bias("lm_head.bias", V, lb);
+  add_bias("lm_head.bias", V, c.lm_head_bias());
 }
 
 int64_t ParamLayout::shard_elements(int shards) const {
@@ -139,7 +139,7 @@ ModelParams bind_params(const ParamLayout& layout, const ModelConfig& c, void* b
     m.norm_bias = bias(names.final_norm("bias"), nb);
   }
   m.lm_head_weight = c.tie_embeddings ? m.embed : get("lm_head.weight");
-  m.lm_head_bias = bias("lm_head.bias", lb);
+  m.lm_head_bias = bias("lm_head.bias", c.lm_head_bias());
   return m;
 }
 

@@ -63,7 +63,7 @@ struct TrainOptions {
   CheckpointOptions checkpoint;
   DataOptions data;
   std::string metrics_path;  // --metrics FILE.jsonl (engine/io/metrics_log.h); "": none
-  std::string init_from;     // --init-from FILE: initial parameters from a state_dict safetensors
+  std::string init_from;     // --init-from FILE|DIR: initial parameters from a state_dict safetensors, or a Hugging Face directory
   MfuReference mfu;          // none: the log prints no MFU
 };
 

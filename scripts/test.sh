@@ -47,6 +47,7 @@ ctest_group() {  # title, then ctest arguments
 }
 
 timed packages scripts/setup.sh packages
+timed venv scripts/setup.sh venv
 [ "$status" -eq 0 ] || exit 1
 timed build scripts/setup.sh build
 [ "$status" -eq 0 ] || exit 1

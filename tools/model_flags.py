@@ -24,6 +24,7 @@ _MODEL_FLAGS = (
     ("--dropout", "dropout", float),
     ("--norm", "norm", ("layernorm", "rmsnorm")),
     ("--bias", "bias", bool),
+    ("--head-bias", "head_bias", bool),
     ("--tie-embeddings", "tie_embeddings", bool),
 )
 
@@ -32,11 +33,11 @@ _MODEL_FLAGS = (
 # beside it wins.
 ARCH_PRESETS = {
     "seed": {"activation": "relu", "norm_first": False, "causal": False, "pos_embedding": "none",
-             "norm": "layernorm", "bias": True, "tie_embeddings": False},
+             "norm": "layernorm", "bias": True, "head_bias": True, "tie_embeddings": False},
     "gpt2": {"activation": "gelu", "norm_first": True, "causal": True, "pos_embedding": "learned",
-             "norm": "layernorm", "bias": True, "tie_embeddings": True},
+             "norm": "layernorm", "bias": True, "head_bias": False, "tie_embeddings": True},
     "llama": {"activation": "swiglu", "norm_first": True, "causal": True, "pos_embedding": "rope",
-              "norm": "rmsnorm", "bias": False, "tie_embeddings": False},
+              "norm": "rmsnorm", "bias": False, "head_bias": True, "tie_embeddings": False},
 }
 
 

@@ -38,8 +38,9 @@ CONFIG_KEYS = tuple(SEED_CONFIG.keys())
 # The Llama-style block's options, beside the keys above: absent means the original family's
 # value (the engine writes them only when they differ, engine/config.cpp).
 # n_kv_head 0 means n_head (a key/value head per query head).
-BLOCK_DEFAULTS = {"norm": "layernorm", "bias": True, "tie_embeddings": False, "rope_theta": 10000.0,
-                  "n_kv_head": 0}
+# head_bias: lm_head's bias where bias is on (GPT-2's head has none).
+BLOCK_DEFAULTS = {"norm": "layernorm", "bias": True, "head_bias": True, "tie_embeddings": False,
+                  "rope_theta": 10000.0, "n_kv_head": 0}
 
 
 def kv_heads(cfg):
@@ -55,6 +56,8 @@ def block_options(cfg):
         out.pop("rope_theta", None)
     if "n_kv_head" in out and out["n_kv_head"] == cfg["n_head"]:
         del out["n_kv_head"]
+    if not cfg.get("bias", True):
+        out.pop("head_bias", None)
     return out
 
 
@@ -93,7 +96,7 @@ def validate_config(cfg):
         return f"dropout must be in [0, 1), got {cfg['dropout']!r}"
     if cfg.get("norm", "layernorm") not in ("layernorm", "rmsnorm"):
         return f"norm must be layernorm or rmsnorm, got {cfg['norm']!r}"
-    for k in ("bias", "tie_embeddings"):
+    for k in ("bias", "head_bias", "tie_embeddings"):
         if not isinstance(cfg.get(k, BLOCK_DEFAULTS[k]), bool):
             return f"{k} must be a boolean, got {cfg[k]!r}"
     return None
@@ -209,7 +212,7 @@ class TinyTransformer(nn.Module):
 
     def __init__(self, vocab_size, d_model, n_head, n_layer, d_ff, activation="relu",
                  norm_first=False, causal=False, pos_embedding="none", max_seq_len=64,
-                 layer_norm_eps=1e-5, dropout=0.1, norm="layernorm", bias=True, tie_embeddings=False,
+                 layer_norm_eps=1e-5, dropout=0.1, norm="layernorm", bias=True, head_bias=True, tie_embeddings=False,
                  rope_theta=10000.0, n_kv_head=0):
         super().__init__()
         self.causal = causal
@@ -248,7 +251,7 @@ class TinyTransformer(nn.Module):
         # Note: TransformerEncoder deep-copies `layer`, so every layer starts identical.
         self.encoder = nn.TransformerEncoder(layer, n_layer, norm=final_norm,
                                              enable_nested_tensor=False)
-        self.lm_head = nn.Linear(d_model, vocab_size, bias=bias)
+        self.lm_head = nn.Linear(d_model, vocab_size, bias=bias and head_bias)
         if tie_embeddings:  # one Parameter in both places: named_parameters() lists it once, as embed.weight
             self.lm_head.weight = self.embed.weight
 

@@ -1,0 +1,56 @@
+// `tinytrain export`: a checkpoint as a Hugging Face model directory that transformers'
+// AutoModelForCausalLM.from_pretrained loads (engine/io/hf_weights.h, docs/toy-lm.md).
+#include <iostream>
+#include <memory>
+
+#include "cli/command.h"
+#include "data/tokenizer.h"
+#include "engine/io/checkpoint.h"
+#include "engine/io/hf_weights.h"
+
+namespace tt {
+
+namespace {
+
+class ExportCommand final : public Command {
+ public:
+  const char* name() const override { return "export"; }
+  const char* summary() const override {
+    return "a checkpoint as a Hugging Face directory (LlamaForCausalLM or GPT2LMHeadModel)";
+  }
+
+  void add_flags(CLI::App& cmd) override {
+    cmd.add_option("--checkpoint", checkpoint_, "a checkpoint written by train --save-dir, or that directory (its latest)")
+        ->required();
+    cmd.add_option("--format", format_, "hf: config.json, generation_config.json and model.safetensors (fp32)")
+        ->required()
+        ->check(CLI::IsMember({"hf"}));
+    cmd.add_option("--out", out_, "the directory to write (created; its files are replaced whole)")->required();
+  }
+
+  int run() override {
+    const std::string path = find_resume_checkpoint(checkpoint_);
+    const CheckpointModel model = read_checkpoint_model(path);
+    const HfArchitecture arch = hf_architecture_for(model.config);  // refuses what no class holds, first
+    // The tokenizer the run trained with (the checkpoint names its directory): its end-of-text
+    // id becomes the bos and eos ids, so generate() stops where `tinytrain sample` does.
+    int end_of_text = -1;
+    const auto named = model.metadata.find("tokenizer");
+    if (named != model.metadata.end() && !named->second.empty())
+      end_of_text = load_tokenizer(named->second)->end_of_text();
+    write_hf_model(out_, model.config, arch, model.params, end_of_text);
+    std::cout << "export: " << path << " (step " << model.step << ") -> " << out_ << ": " << hf_class_name(arch)
+              << ", " << ParamLayout(model.config).total() << " parameters; config.json, generation_config.json, "
+              << "model.safetensors" << std::endl;
+    return 0;
+  }
+
+ private:
+  std::string checkpoint_, format_, out_;
+};
+
+}  // namespace
+
+std::unique_ptr<Command> make_export_command() { return std::make_unique<ExportCommand>(); }
+
+}  // namespace tt
