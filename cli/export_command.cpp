@@ -6,6 +6,7 @@
 #include "cli/command.h"
 #include "data/tokenizer.h"
 #include "engine/io/checkpoint.h"
+#include "engine/io/hf_tokenizer.h"
 #include "engine/io/hf_weights.h"
 
 namespace tt {
@@ -34,14 +35,22 @@ class ExportCommand final : public Command {
     const HfArchitecture arch = hf_architecture_for(model.config);  // refuses what no class holds, first
     // The tokenizer the run trained with (the checkpoint names its directory): its end-of-text
     // id becomes the bos and eos ids, so generate() stops where `tinytrain sample` does.
-    int end_of_text = -1;
+    std::unique_ptr<Tokenizer> tokenizer;
     const auto named = model.metadata.find("tokenizer");
-    if (named != model.metadata.end() && !named->second.empty())
-      end_of_text = load_tokenizer(named->second)->end_of_text();
-    write_hf_model(out_, model.config, arch, model.params, end_of_text);
+    if (named != model.metadata.end() && !named->second.empty()) tokenizer = load_tokenizer(named->second);
+    write_hf_model(out_, model.config, arch, model.params, tokenizer ? tokenizer->end_of_text() : -1);
     std::cout << "export: " << path << " (step " << model.step << ") -> " << out_ << ": " << hf_class_name(arch)
               << ", " << ParamLayout(model.config).total() << " parameters; config.json, generation_config.json, "
               << "model.safetensors" << std::endl;
+    // SentencePiece's model has a transformers class; the byte tokenizer has none
+    if (const auto* bpe = dynamic_cast<const SentencePieceTokenizer*>(tokenizer.get())) {
+      write_hf_tokenizer(out_, *bpe, model.config.max_seq_len);
+      std::cout << "export: the run's tokenizer (" << named->second << ") -> tokenizer.model, tokenizer_config.json"
+                << std::endl;
+    } else if (tokenizer) {
+      std::cout << "export: the run's " << tokenizer->kind() << " tokenizer has no transformers class: not exported"
+                << std::endl;
+    }
     return 0;
   }
 

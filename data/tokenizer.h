@@ -55,6 +55,7 @@ class SentencePieceTokenizer : public Tokenizer {
   std::string decode(const std::vector<int32_t>& ids) const override;
   std::string kind() const override { return "bpe"; }
   int32_t end_of_text() const override { return end_of_text_; }
+  const std::string& model_path() const { return path_; }  // the .model file it was read from
 
  private:
   std::string path_;

@@ -12,6 +12,8 @@ save_pretrained: nothing is downloaded), and tinytrain is run on them as a user 
             directory with no missing, unexpected or mismatched key, gives tinytrain's logits,
             and the run's own final val loss on its val shard;
   roundtrip HF -> `train --init-from` (lr 0) -> `export` -> HF leaves every tensor bit for bit;
+  tokenizer a run on `prepare --tokenizer bpe` shards exports its SentencePiece tokenizer, and
+            AutoTokenizer encodes text to the ids `tinytrain sample` encodes it to;
   train     20 steps from one HF init on tinytrain's own windows, dropout 0: tinytrain's losses
             agree with transformers + torch.optim.AdamW to 1e-4.
 
@@ -29,7 +31,7 @@ import tempfile
 import torch
 import transformers
 from safetensors.torch import load_file
-from transformers import AutoModelForCausalLM, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
+from transformers import AutoModelForCausalLM, AutoTokenizer, GPT2Config, GPT2LMHeadModel, LlamaConfig, LlamaForCausalLM
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from train_torch_lm import eval_window_starts, read_shard, tinytrain_window_start  # noqa: E402
@@ -160,6 +162,25 @@ def export_after_training(bin_, work, byte_dir, data_dir, name, arch_flags):
           f"transformers {loss:.6f}, tinytrain's run {final['val_loss']:.6f} (step {final['step']})")
 
 
+def export_tokenizer(bin_, work):
+    data_dir, run_dir, hf_dir = (os.path.join(work, f"bpe.{x}") for x in ("data", "run", "hf"))
+    run([bin_, "prepare", "--input", FORTUNES, "--out", data_dir, "--tokenizer", "bpe", "--vocab-size", 512])
+    run([bin_, "train", "--backend", "cpu", "--threads", "1", "--arch", "llama", "--vocab-size", 512, "--d-model", 32,
+         "--n-head", 4, "--n-layer", 1, "--d-ff", 48, "--max-seq-len", 64, "--batch", 2, "--seq", 32, "--steps", 1,
+         "--data", data_dir, "--save-dir", run_dir])
+    run([bin_, "export", "--checkpoint", run_dir, "--format", "hf", "--out", hf_dir])
+    tokenizer = AutoTokenizer.from_pretrained(hf_dir)
+    # leading and doubled spaces, tabs, a newline, letters outside the training text (bytes)
+    text = " Two  spaces,\ttabs and\nnewlines: naïve café, 漢字 ✓ {braces} 'quotes'"
+    dump = os.path.join(work, "bpe.logits.safetensors")
+    run([bin_, "sample", "--backend", "cpu", "--threads", "1", "--checkpoint", run_dir, "--prompt", text,
+         "--dump-logits", dump])
+    ours = load_file(dump)["tokens"].tolist()[1:]  # after the end-of-text id sample starts with
+    theirs = tokenizer.encode(text)
+    check("tokenizer", ours == theirs,
+          f"{type(tokenizer).__name__} encodes {len(theirs)} ids {'as tinytrain does' if ours == theirs else f'{theirs} vs {ours}'}")
+
+
 def round_trip(bin_, work, name, model_dir):
     run_dir, back = os.path.join(work, f"{name}.rt"), os.path.join(work, f"{name}.back")
     run([bin_, "train", "--backend", "cpu", "--threads", "1", "--init-from", model_dir, "--batch", 2, "--seq", 16,
@@ -229,6 +250,7 @@ def main():
         export_after_training(args.tinytrain, work, byte_dir, data_dir, "llama",
                               ["--arch", "llama", "--n-kv-head", 2, "--tie-embeddings", "true"])
         export_after_training(args.tinytrain, work, byte_dir, data_dir, "gpt2", ["--arch", "gpt2"])
+        export_tokenizer(args.tinytrain, work)
         for name in ("llama-gqa-tied", "gpt2-tied"):
             train_side_by_side(args.tinytrain, work, data_dir, name, dirs[name])
     if failures:
