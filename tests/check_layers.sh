@@ -44,7 +44,7 @@ cd "$root" || exit 2
 # Every source file, then every quoted include in them ("file<TAB>included"), to one awk program
 # that resolves each include (from the root, else from the file's folder) among the sources and
 # compares the layers.
-sources=$(find . -path ./build -prune -o -path './build-*' -prune -o -path ./.git -prune -o \
+sources=$(find . -path ./build -prune -o -path './build-*' -prune -o -path ./.git -prune -o -path ./.venv -prune -o \
                -type f \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) -print | sed 's|^\./||' | sort)
 {
   printf '%s\n' "$sources"

@@ -23,7 +23,7 @@ bash "$check" "$src" >"$tmp/out" 2>&1 || fail "the tree itself breaks the layeri
 # 2. A fresh copy of the code for each plant: file, the include planted in it, the phrase the
 # check must print.
 mkdir "$tmp/code"
-(cd "$src" && find . -path ./build -prune -o -path './build-*' -prune -o -path ./.git -prune -o -type f \
+(cd "$src" && find . -path ./build -prune -o -path './build-*' -prune -o -path ./.git -prune -o -path ./.venv -prune -o -type f \
    \( -name '*.h' -o -name '*.cpp' -o -name '*.cu' -o -name '*.cuh' \) -print0 | xargs -0 cp --parents -t "$tmp/code")
 fresh_copy() {
   rm -rf "$tmp/tree"
