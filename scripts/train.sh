@@ -4,5 +4,8 @@
 # Extra arguments go to `tinytrain train` (e.g. --steps 20, --backend cpu).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-scripts/setup.sh >&2  # set-up progress on stderr: stdout stays the training log
+# set-up progress on stderr: stdout stays the training log. The Python venv (transformers, for
+# the tests) is not needed to train: packages and the build only.
+scripts/setup.sh packages >&2
+scripts/setup.sh build >&2
 exec build/tinytrain train "$@"
