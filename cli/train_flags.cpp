@@ -38,6 +38,10 @@ void TrainFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--arch", arch,
                  "a preset block: seed (the default), gpt2 (pre-norm, gelu, learned positions, causal, tied head) "
                  "or llama (pre-norm, rmsnorm, rope, swiglu, no bias, causal); flags given beside it win");
+  cmd.add_option("--init", init,
+                 "initial parameters from --seed: pytorch (each module's PyTorch default) or hf (transformers': "
+                 "N(0, 0.02) weights, GPT-2's residual projections scaled); default hf with --arch gpt2 or llama, "
+                 "else pytorch");
   block_flags = {
       cmd.add_option("--activation", activation, "relu | gelu (exact erf) | swiglu (silu(gate) x up; --d-ff is the "
                                                  "width of each, so linear1 has 2 x d-ff outputs)")
@@ -145,6 +149,15 @@ void TrainFlags::finish() {
       if (flag->count() > 0) given.push_back(flag->get_name());
     apply_block_preset(preset, given, o.model);
   }
+  // The families' own initialisation: a language model's head on N(0,1) embeddings starts its
+  // loss far above ln V (engine/init.h); the seed workload keeps PyTorch's.
+  if (!init.empty() && (!o.init_from.empty() || !o.checkpoint.resume.empty()))
+    throw InputError(std::string("invalid config: --init draws the initial parameters, which ") +
+                     (o.init_from.empty() ? "--resume" : "--init-from") + " already sets: give one");
+  if (!init.empty())
+    o.init = parse_init_scheme(init);
+  else
+    o.init = (arch == "gpt2" || arch == "llama") ? InitScheme::HuggingFace : InitScheme::PyTorch;
   if (!o.init_from.empty() && is_hf_model_dir(o.init_from)) take_model_from_hf_dir();
   o.model.validate();
   // The decaying schedules end at --steps; the constant one needs no end (0: resumable with any --steps).

@@ -180,7 +180,7 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
     trainer.load_params(read_state_dict(o.init_from, o.model).data());
     log << "init: parameters from " << o.init_from << std::endl;
   } else {
-    trainer.load_params(init_params(trainer.model().layout(), o.run.seed).data());
+    trainer.load_params(init_params(trainer.model().layout(), o.model, o.run.seed, o.init).data());
   }
   if (!ckpt.save_dir.empty() && trainer.rank() == 0) create_checkpoint_dir(ckpt.save_dir);
   MetricsLog metrics(rank0 ? o.metrics_path : "", start);

@@ -6,6 +6,7 @@
 #include <string>
 
 #include "engine/config.h"
+#include "engine/init.h"
 
 namespace tt {
 
@@ -64,6 +65,9 @@ struct TrainOptions {
   DataOptions data;
   std::string metrics_path;  // --metrics FILE.jsonl (engine/io/metrics_log.h); "": none
   std::string init_from;     // --init-from FILE|DIR: initial parameters from a state_dict safetensors, or a Hugging Face directory
+  // --init: how the initial parameters are drawn from --seed when neither --init-from nor --resume
+  // gives them; the flag's default follows --arch (cli/train_flags.cpp).
+  InitScheme init = InitScheme::PyTorch;
   MfuReference mfu;          // none: the log prints no MFU
 };
 

@@ -6,8 +6,9 @@
 // --recompute gives the same bits with fewer activations; --tf32 moves the emulated GEMMs by
 // TF32's rounding and nothing else does; --cuda-graph on replays a graph (the done: line counts
 // the replays) and gives the bits of --cuda-graph off, which replays none; plan
-// --ranks shrinks the ZeRO-1 optimizer state to a rank's shard. The losses come from the
-// metrics file (--metrics: every double in full), not from the log's four decimals.
+// --ranks shrinks the ZeRO-1 optimizer state to a rank's shard; --init's default follows --arch.
+// The losses come from the metrics file (--metrics: every double in full), not from the log's
+// four decimals.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -108,7 +109,7 @@ std::vector<double> train_in_process(Configure configure) {
   set_cpu_threads(1);
   std::unique_ptr<Backend> backend = make_cpu_backend();
   Trainer trainer(*backend, o);
-  trainer.load_params(init_params(trainer.model().layout(), o.run.seed).data());
+  trainer.load_params(init_params(trainer.model().layout(), o.model, o.run.seed, o.init).data());
   std::vector<int32_t> x(4 * 16), y(4 * 16);
   std::vector<double> losses;
   for (int step = 0; step < o.run.steps; ++step) {
@@ -287,6 +288,40 @@ TEST(CliFlags, CudaGraphOnAndOffGiveTheSameBits) {
   EXPECT_EQ(on.graph_nodes[2].at("other").get<int>(), 0);
   for (const nlohmann::json& nodes : off.graph_nodes) EXPECT_TRUE(nodes.is_null());
 #endif
+}
+
+// ---- --init ----
+
+// --init's default follows --arch: hf (transformers' initialisation) for gpt2 and llama, pytorch
+// (the modules' defaults) without --arch or with seed; --init given beside --arch wins. The two
+// schemes give other first losses (the initial parameters' loss, before any update), and one
+// scheme the same bits, so each default shows as the scheme whose first loss it has.
+TEST(CliFlags, InitDefaultsToTheArchsSchemeAndTheFlagOverridesIt) {
+  const std::pair<std::string, std::string> defaults[] = {{"", "pytorch"}, {"seed", "pytorch"}, {"gpt2", "hf"},
+                                                          {"llama", "hf"}};
+  for (const auto& [arch, scheme] : defaults) {
+    Flags flags = {{"--steps", "1"}};
+    if (!arch.empty()) flags.emplace_back("--arch", arch);
+    auto with_init = [&](const std::string& init) {
+      Flags given = flags;
+      given.emplace_back("--init", init);
+      return train(given);
+    };
+    const TrainedRun plain = train(flags), hf = with_init("hf"), pytorch = with_init("pytorch");
+    ASSERT_EQ(plain.losses.size(), 1u) << plain.log;
+    ASSERT_EQ(hf.losses.size(), 1u) << hf.log;
+    ASSERT_EQ(pytorch.losses.size(), 1u) << pytorch.log;
+    EXPECT_NE(hf.losses[0], pytorch.losses[0]) << "--arch '" << arch << "': --init made no difference";
+    EXPECT_EQ(plain.losses[0], scheme == "hf" ? hf.losses[0] : pytorch.losses[0])
+        << "--arch '" << arch << "' does not default to --init " << scheme;
+  }
+}
+
+TEST(CliFlags, InitRefusesAnUnknownSchemeInOneLine) {
+  ScratchDir dir;
+  std::vector<std::string> argv = {kBin, "train"};
+  for (const std::string& a : with({{"--init", "xavier"}})) argv.push_back(a);
+  expect_user_error(run_command(argv, dir.path()), {"--init", "xavier", "pytorch or hf"});
 }
 
 // ---- plan --ranks ----

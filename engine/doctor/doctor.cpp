@@ -167,7 +167,7 @@ struct StepResult {
 StepResult two_training_steps(Backend& backend, const TrainOptions& o) {
   const int B = o.run.batch, T = o.run.seq;
   Trainer trainer(backend, o);
-  trainer.load_params(init_params(trainer.model().layout(), o.run.seed).data());
+  trainer.load_params(init_params(trainer.model().layout(), o.model, o.run.seed, o.init).data());
   std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
   StepResult result{};
   for (uint32_t step = 0; step < 2; ++step) {

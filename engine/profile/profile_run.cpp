@@ -92,7 +92,7 @@ void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
   }
   ProfilingBackend profiler(backend);
   Trainer trainer(profiler, t);
-  trainer.load_params(init_params(trainer.model().layout(), t.run.seed).data());
+  trainer.load_params(init_params(trainer.model().layout(), t.model, t.run.seed, t.init).data());
   std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
   std::vector<StepProfile> steps;
   // Step 0 is a warm-up: first touch of the activation memory, GEMM plans and work buffers
