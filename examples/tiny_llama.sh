@@ -52,17 +52,17 @@ fi
 # tiny_lm.sh's model is d-model 128, 4 heads, 4 layers, d-ff 512 GELU with biases and learned
 # positions. Here: the same width, heads and depth; k and v for 2 heads (each shared by 2 query
 # heads) and a SwiGLU of 3 x 128 x 384 weights per layer, which brings the Llama block to the
-# other's parameter count (no position table, no biases). --init pytorch: tiny_lm.sh's
-# initialisation (it has no --arch), so the two runs differ by the block alone; `--arch llama`
-# alone would start from Hugging Face's (docs/toy-lm.md, "--init").
-model=(--arch llama --init pytorch --d-model 128 --n-head 4 --n-kv-head 2 --n-layer 4 --d-ff 384 --seq 64 --max-seq-len 64
+# other's parameter count (no position table, no biases).
+model=(--arch llama --d-model 128 --n-head 4 --n-kv-head 2 --n-layer 4 --d-ff 384 --seq 64 --max-seq-len 64
        --batch 16)
 schedule=(--steps "$STEPS" --lr 1e-3 --warmup-steps "$WARMUP" --lr-schedule cosine --min-lr 1e-4 --grad-clip 1.0
           --eval-every "$EVAL_EVERY" --eval-batches 8)
 rm -rf "$OUT/ckpt" "$OUT/metrics.jsonl" "$OUT/train.log" "$OUT/samples.txt" "$OUT"/torch_*.log "$OUT"/same_start*
 
 header "3/5 train $STEPS steps"
-flags=(train --data "$DATA" "${model[@]}" --dropout 0.1 "${schedule[@]}" --save-dir "$OUT/ckpt" --save-every "$STEPS"
+# --init pytorch: tiny_lm.sh's initialisation (it has no --arch), so the two runs differ by the
+# block alone; `--arch llama` alone would start from Hugging Face's (docs/toy-lm.md, "--init").
+flags=(train --data "$DATA" "${model[@]}" --init pytorch --dropout 0.1 "${schedule[@]}" --save-dir "$OUT/ckpt" --save-every "$STEPS"
        --metrics "$OUT/metrics.jsonl")
 echo "+ $bin ${flags[*]}"
 "$bin" "${flags[@]}" 2>&1 | tee "$OUT/train.log"
