@@ -14,8 +14,14 @@ one-off stalls); tokens/s follows from it. Losses logged inside a window are rea
 after its clock stops, so logging never synchronizes inside a timed window. All batches are
 made on the device before the first step.
 
---compile wraps the model in torch.compile (default mode); its compilation happens in the
-warm-up steps, so give it a few (--warmup >= 1).
+--compile wraps the model in torch.compile (default mode): its forward and, through
+AOTAutograd, its backward are compiled; the loss and AdamW stay eager. --compile step compiles
+the whole train step instead: one torch.compile'd function that zeroes the gradients, runs
+forward + loss + backward and AdamW's step (Dynamo breaks the graph at backward(), so that is
+a forward graph with its compiled backward, then a graph for zero_grad's and AdamW's updates).
+Compilation happens in the warm-up steps, so give it a few (--warmup >= 1); after the timing a
+`compile:` line says how many graphs were compiled in the warm-up and after it (a recompile
+inside the timed steps would show there).
 
 --amp bf16|fp16 runs forward + loss under torch.autocast(device_type=<device>, dtype=...)
 (parameters, gradients and AdamW stay fp32); fp16 adds a GradScaler (init scale 65536,
@@ -30,6 +36,7 @@ run in both engines. --window sets the steps per timing window (default 10).
 
 Run with Debian's PyTorch:  /usr/bin/python3 examples/seed_pytorch.py --device cpu --threads 2
 On a GPU (tools/bench_gpu.py):  python3 examples/seed_pytorch.py --device cuda --steps 300 --warmup 20 [--compile]
+PyTorch 2.x on the CPU, compiled (tools/bench_cpu.py):  .venv/bin/python examples/seed_pytorch.py --device cpu --threads 1 --compile step
 """
 import argparse
 import contextlib
@@ -54,8 +61,9 @@ def parse_args():
     p.add_argument("--threads", type=int, default=None, help="torch.set_num_threads")
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--warmup", type=int, default=3, help="untimed steps at the start")
-    p.add_argument("--compile", action="store_true",
-                   help="torch.compile the model (default mode; compiles during the warm-up)")
+    p.add_argument("--compile", nargs="?", const="model", default=None, choices=("model", "step"),
+                   help="torch.compile the model (--compile or --compile model), or the whole train "
+                        "step (--compile step); default mode, compiled during the warm-up")
     p.add_argument("--amp", choices=("none", "bf16", "fp16"), default="none",
                    help="torch.autocast dtype around forward + loss (fp16: with a GradScaler)")
     p.add_argument("--window", type=int, default=WINDOW,
@@ -165,7 +173,7 @@ def main():
     print(f"seed_pytorch: torch {torch.__version__} | device {device} | "
           f"threads {torch.get_num_threads()} | OPENBLAS_NUM_THREADS "
           f"{os.environ.get('OPENBLAS_NUM_THREADS', '-')} | OMP_WAIT_POLICY "
-          f"{os.environ.get('OMP_WAIT_POLICY')} | compile {'on' if args.compile else 'off'} | "
+          f"{os.environ.get('OMP_WAIT_POLICY')} | compile {args.compile or 'off'} | "
           f"amp {args.amp}", flush=True)
 
     cfg = seed_config()
@@ -178,7 +186,7 @@ def main():
     model.train()
     # The optimizer holds the parameters themselves: torch.compile's wrapper shares them.
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.lr)
-    if args.compile:
+    if args.compile == "model":
         model = torch.compile(model)
     loss_fn = nn.CrossEntropyLoss()
     vocab = cfg["vocab_size"]
@@ -196,35 +204,47 @@ def main():
     def log(s, loss, alloc):
         print(f"step {s:3d} | loss {loss.item():.4f} | alloc {alloc / 2**20:.1f} MB", flush=True)
 
+    def train_step(x, y):
+        """One step: zero the gradients, forward + loss (under autocast with --amp), backward,
+        AdamW (through the GradScaler with fp16); returns the loss."""
+        optimizer.zero_grad(set_to_none=True)
+        # autocast (when --amp) around forward + loss; backward runs outside it
+        with (torch.autocast(device_type=device, dtype=amp_dtype) if amp_dtype is not None
+              else contextlib.nullcontext()):
+            logits = model(x)
+            loss = loss_fn(logits.reshape(-1, vocab), y.reshape(-1))
+        if scaler is not None:
+            scaler.scale(loss).backward()
+            scaler.step(optimizer)  # skipped when the scaled gradients hold inf/NaN
+            scaler.update()
+        else:
+            loss.backward()
+            optimizer.step()
+        return loss
+
+    step_fn = torch.compile(train_step) if args.compile == "step" else train_step
+    dynamo_counters = None
+    if args.compile:
+        from torch._dynamo.utils import counters as dynamo_counters
+    graphs_in_warmup = 0
+
     window_ms = []       # ms/step of each full timed window
     window_start = None  # clock at the start of the current window
     pending = []         # (step, loss, alloc) logged inside the current window
     for s in range(args.steps):
         if s == args.warmup:
             sync()
+            if dynamo_counters is not None:
+                graphs_in_warmup = dynamo_counters["stats"]["unique_graphs"]
             window_start = time.perf_counter()
-        optimizer.zero_grad(set_to_none=True)
         try:
-            # autocast (when --amp) around forward + loss; backward runs outside it
-            with (torch.autocast(device_type=device, dtype=amp_dtype) if amp_dtype is not None
-                  else contextlib.nullcontext()):
-                logits = model(xs[s])
-                loss = loss_fn(logits.reshape(-1, vocab), ys[s].reshape(-1))
-            if scaler is not None:
-                scaler.scale(loss).backward()
-            else:
-                loss.backward()
+            loss = step_fn(xs[s], ys[s])
         except Exception as e:  # torch.compile fails on first use (no compiler, no triton...)
             if args.compile and s == 0:
                 traceback.print_exc()
                 sys.exit(f"seed_pytorch.py: error: torch.compile failed on the first step: "
                          f"{type(e).__name__}: {str(e).strip().splitlines()[0] if str(e).strip() else ''}")
             raise
-        if scaler is not None:
-            scaler.step(optimizer)  # skipped when the scaled gradients hold inf/NaN
-            scaler.update()
-        else:
-            optimizer.step()
         if s % 10 == 0 or s == args.steps - 1:
             # memory_allocated is a host-side counter: reading it does not synchronize
             alloc = torch.cuda.memory_allocated() if device == "cuda" else state_bytes(model, optimizer)
@@ -248,6 +268,10 @@ def main():
     print(f"timing: {args.steps - args.warmup} steps after {args.warmup} warm-up, {k} windows "
           f"of <= {window}: median {ms:.3f} ms/step, min {window_ms[0]:.3f}, max {window_ms[-1]:.3f}",
           flush=True)
+    if dynamo_counters is not None:
+        graphs = dynamo_counters["stats"]["unique_graphs"]
+        print(f"compile: {args.compile} | {graphs_in_warmup} graphs compiled in the {args.warmup} "
+              f"warm-up steps, {graphs - graphs_in_warmup} after them", flush=True)
     if scaler is not None:  # after the timing: get_scale() synchronizes
         print(f"amp: fp16 | final loss scale {scaler.get_scale():g}", flush=True)
     print(f"done: {args.steps} steps | {batch * seq / (ms / 1000.0):.1f} tokens/s | "
