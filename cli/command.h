@@ -39,6 +39,7 @@ std::unique_ptr<Command> make_verify_command();   // cli/verify_command.cpp
 std::unique_ptr<Command> make_prepare_command();  // cli/prepare_command.cpp
 std::unique_ptr<Command> make_sample_command();   // cli/sample_command.cpp
 std::unique_ptr<Command> make_export_command();   // cli/export_command.cpp
+std::unique_ptr<Command> make_merge_command();    // cli/merge_command.cpp
 std::unique_ptr<Command> make_doctor_command();   // cli/doctor_command.cpp
 std::unique_ptr<Command> make_ops_command();      // cli/ops_command.cpp
 

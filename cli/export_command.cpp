@@ -1,5 +1,7 @@
 // `tinytrain export`: a checkpoint as a Hugging Face model directory that transformers'
-// AutoModelForCausalLM.from_pretrained loads (engine/io/hf_weights.h, docs/toy-lm.md).
+// AutoModelForCausalLM.from_pretrained loads (engine/io/hf_weights.h, docs/toy-lm.md), or a
+// LoRA run's adapters as a directory PEFT's PeftModel.from_pretrained loads
+// (engine/io/peft_adapter.h, docs/finetune.md).
 #include <iostream>
 #include <memory>
 
@@ -8,6 +10,7 @@
 #include "engine/io/checkpoint.h"
 #include "engine/io/hf_tokenizer.h"
 #include "engine/io/hf_weights.h"
+#include "engine/io/peft_adapter.h"
 
 namespace tt {
 
@@ -23,14 +26,26 @@ class ExportCommand final : public Command {
   void add_flags(CLI::App& cmd) override {
     cmd.add_option("--checkpoint", checkpoint_, "a checkpoint written by train --save-dir, or that directory (its latest)")
         ->required();
-    cmd.add_option("--format", format_, "hf: config.json, generation_config.json and model.safetensors (fp32)")
+    cmd.add_option("--format", format_,
+                   "hf: config.json, generation_config.json and model.safetensors (fp32); peft: a LoRA run's "
+                   "adapter_config.json and adapter_model.safetensors")
         ->required()
-        ->check(CLI::IsMember({"hf"}));
+        ->check(CLI::IsMember({"hf", "peft"}));
+    cmd.add_option("--base-name", base_name_,
+                   "--format peft: the adapter config's base_model_name_or_path (where PEFT finds the base)");
     cmd.add_option("--out", out_, "the directory to write (created; its files are replaced whole)")->required();
   }
 
   int run() override {
     const std::string path = find_resume_checkpoint(checkpoint_);
+    if (format_ == "peft") {
+      const CheckpointModel run = read_checkpoint_adapters(path);
+      write_peft_adapter(out_, run.config, run.lora, run.params, base_name_);
+      std::cout << "export: " << path << " (step " << run.step << ") -> " << out_ << ": LoRA rank " << run.lora.rank
+                << " on " << lora_targets_text(run.config, run.lora) << ", " << run.params.size()
+                << " parameters; adapter_config.json, adapter_model.safetensors" << std::endl;
+      return 0;
+    }
     const CheckpointModel model = read_checkpoint_model(path);
     const HfArchitecture arch = hf_architecture_for(model.config);  // refuses what no class holds, first
     // The tokenizer the run trained with (the checkpoint names its directory): its end-of-text
@@ -55,7 +70,7 @@ class ExportCommand final : public Command {
   }
 
  private:
-  std::string checkpoint_, format_, out_;
+  std::string checkpoint_, format_, out_, base_name_;
 };
 
 }  // namespace

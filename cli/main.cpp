@@ -22,6 +22,7 @@ int main(int argc, char** argv) {
   commands.push_back(make_prepare_command());
   commands.push_back(make_sample_command());
   commands.push_back(make_export_command());
+  commands.push_back(make_merge_command());
   commands.push_back(make_doctor_command());
   commands.push_back(make_ops_command());
 

@@ -74,6 +74,9 @@ class TrainCommand final : public Command {
                    "initial parameters from a safetensors state_dict (PyTorch names, tools/torch_interop.py), or "
                    "a Hugging Face directory of a LlamaForCausalLM or GPT2LMHeadModel, whose config.json then sets "
                    "the model");
+    cmd.add_option("--lora-from", o.lora_from,
+                   "LoRA: the initial adapters from a PEFT adapter directory (adapter_config.json sets rank, alpha, "
+                   "dropout and targets), on the base --init-from gives");
     cmd.add_option("--resume", ckpt.resume,
                    "continue from a checkpoint: a file, or a directory's latest (same model, optimizer, precision, "
                    "seed, batch, seq)");

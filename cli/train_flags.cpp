@@ -3,14 +3,27 @@
 
 #include <cmath>
 
+#include "base/checked_input.h"
 #include "cli/command.h"
 #include "engine/io/hf_config.h"
+#include "engine/io/peft_adapter.h"
 #include "engine/memory_plan.h"
 #include "engine/trainer.h"
 
 namespace tt {
 
 namespace {
+
+std::vector<std::string> split_list(const std::string& text) {
+  std::vector<std::string> parts;
+  size_t start = 0;
+  while (true) {
+    const size_t comma = text.find(',', start);
+    parts.push_back(text.substr(start, comma == std::string::npos ? std::string::npos : comma - start));
+    if (comma == std::string::npos) return parts;
+    start = comma + 1;
+  }
+}
 
 void validate_loss_scaler(const LossScalerConfig& s) {
   if (!(std::isfinite(s.init_scale) && s.init_scale > 0))
@@ -38,6 +51,9 @@ void TrainFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--arch", arch,
                  "a preset block: seed (the default), gpt2 (pre-norm, gelu, learned positions, causal, tied head) "
                  "or llama (pre-norm, rmsnorm, rope, swiglu, no bias, causal); flags given beside it win");
+  cmd.add_option("--model-size", model_size,
+                 "a published Llama's dimensions on the Llama block: 1b, 3b (Llama 3.2), 7b, 13b (Llama 2), 8b, 70b "
+                 "(Llama 3.1); sources in engine/config.cpp");
   cmd.add_option("--init", init,
                  "initial parameters from --seed: pytorch (each module's PyTorch default) or hf (transformers': "
                  "N(0, 0.02) weights, GPT-2's residual projections scaled); default hf with --arch gpt2 or llama, "
@@ -106,6 +122,22 @@ void TrainFlags::add_to(CLI::App& cmd) {
   cmd.add_option("--loss-scale-backoff", s.backoff_factor, "fp16: scale backoff factor on inf/NaN")
       ->capture_default_str();
   add_int_option(cmd, "--loss-scale-interval", s.growth_interval, "fp16: clean steps before the scale grows");
+  // LoRA (engine/lora.h): adapters trained on a frozen base
+  LoraConfig& lora = options.lora;
+  add_int_option(cmd, "--lora-rank", lora.rank,
+                 "LoRA: train rank-r adapters beside the frozen model (with --init-from BASE); 0: train every parameter",
+                 0);
+  cmd.add_option("--lora-alpha", lora.alpha, "LoRA: the adapters' output is scaled by alpha / rank")
+      ->capture_default_str();
+  cmd.add_option("--lora-dropout", lora.dropout, "LoRA: dropout on each adapter's input, in [0, 1)")
+      ->capture_default_str();
+  cmd.add_option("--lora-targets", lora_target_list,
+                 "LoRA: the modules to adapt, comma-separated: q_proj,k_proj,v_proj,o_proj,gate_proj,up_proj,down_proj "
+                 "(the Llama block) or in_proj,out_proj,linear1,linear2; default q_proj,v_proj or in_proj (PEFT's)");
+  cmd.add_option("--base-quant", base_quant,
+                 "LoRA: the frozen base's linear weights stored as none (the working dtype) or nf4 (QLoRA: 4-bit "
+                 "NormalFloat, blocks of 64, double-quantised absmax)")
+      ->capture_default_str();
   add_backend_option(cmd, backend);
   for (const char* flag : {"--vocab-size", "--d-model", "--n-head", "--n-layer", "--d-ff", "--n-kv-head", "--arch",
                            "--activation", "--norm-first", "--causal", "--pos-embedding", "--norm", "--bias",
@@ -141,6 +173,15 @@ void TrainFlags::finish() {
   o.model.activation = parse_activation(activation);
   o.model.pos_embedding = parse_pos_embedding(pos_embedding);
   o.model.norm = parse_norm(norm);
+  if (!model_size.empty()) {  // the whole model: no other model flag may say otherwise
+    for (const CLI::Option* flag : model_flags)
+      if (flag->count() > 0)
+        throw InputError("invalid config: " + flag->get_name() + " beside --model-size " + model_size +
+                         ", which sets the whole model: leave " + flag->get_name() + " out");
+    const float dropout = o.model.dropout;
+    o.model = llama_size_preset(model_size);
+    if (dropout_flag->count() > 0) o.model.dropout = dropout;
+  }
   if (!arch.empty()) {
     // the preset's value for each block flag not given on the command line
     const ModelConfig preset = arch_preset(arch);
@@ -157,9 +198,24 @@ void TrainFlags::finish() {
   if (!init.empty())
     o.init = parse_init_scheme(init);
   else
-    o.init = (arch == "gpt2" || arch == "llama") ? InitScheme::HuggingFace : InitScheme::PyTorch;
+    o.init = (arch == "gpt2" || arch == "llama" || !model_size.empty()) ? InitScheme::HuggingFace : InitScheme::PyTorch;
   if (!o.init_from.empty() && is_hf_model_dir(o.init_from)) take_model_from_hf_dir();
   o.model.validate();
+  if (!lora_target_list.empty()) o.lora.targets = split_list(lora_target_list);
+  const bool lora_flags = o.lora.alpha != LoraConfig{}.alpha || o.lora.dropout != 0.0f || !lora_target_list.empty();
+  if (!o.lora_from.empty()) {  // the adapter directory's config is the run's
+    if (lora_flags || o.lora.rank != 0)  // (--base-quant may be given: how the base is stored)
+      throw InputError("invalid config: --lora-from " + o.lora_from + " sets rank, alpha, dropout and targets " +
+                       "from its adapter_config.json: leave the --lora-* flags out");
+    o.lora = read_peft_adapter(o.lora_from, o.model).lora;
+    o.lora.nf4_base = base_quant == "nf4";
+  }
+  if (base_quant != "none" && base_quant != "nf4")
+    throw InputError("invalid config: unknown --base-quant '" + printable(base_quant) + "' (expected none or nf4)");
+  o.lora.nf4_base = base_quant == "nf4";
+  if (o.lora.rank == 0 && o.lora_from.empty() && (lora_flags || o.lora.nf4_base))
+    throw InputError("invalid config: --lora-alpha, --lora-dropout, --lora-targets and --base-quant need --lora-rank");
+  if (o.lora.enabled()) lora_targets(o.model, o.lora);  // checks rank, alpha, dropout and the targets
   // The decaying schedules end at --steps; the constant one needs no end (0: resumable with any --steps).
   if (o.optimizer.schedule.kind != LrScheduleKind::Constant) o.optimizer.schedule.total_steps = o.run.steps;
   o.optimizer.validate();

@@ -18,6 +18,9 @@ struct TrainFlags {
   // Flags kept as text until finish() parses them, so that a bad value is one error naming it.
   std::string activation = "relu", pos_embedding = "none", norm = "layernorm", seed, precision = "fp32",
       recompute = "none", arch;
+  std::string lora_target_list;  // --lora-targets, comma-separated; "": the model's default (engine/lora.h)
+  std::string base_quant = "none";  // --base-quant none|nf4 (QLoRA)
+  std::string model_size;  // --model-size: a published Llama's dimensions (engine/config.h); "": the flags'
   std::string init;  // --init; "": the default of --arch (hf for gpt2 and llama, else pytorch)
   // The block's flags that --arch presets: a flag given on the command line wins over the preset.
   std::vector<CLI::Option*> block_flags;

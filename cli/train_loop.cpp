@@ -13,10 +13,14 @@
 #include <vector>
 
 #include "engine/io/checkpoint.h"
+#include "engine/io/checksum.h"
+#include "engine/io/hf_config.h"
+#include "engine/io/peft_adapter.h"
 #include "engine/io/hf_weights.h"
 #include "engine/token_batch.h"
 #include "engine/flops.h"
 #include "engine/init.h"
+#include "engine/lora.h"
 #include "engine/memory_plan.h"
 #include "engine/io/metrics_log.h"
 #include "engine/io/token_dataset.h"
@@ -126,7 +130,11 @@ void check_data_options(const TrainOptions& o) {
   if (!o.init_from.empty() && std::filesystem::is_directory(o.init_from, ec) && !is_hf_model_dir(o.init_from))
     throw InputError(o.init_from + ": a directory without config.json: --init-from takes a state_dict safetensors "
                      "file or a Hugging Face model directory");
-  if (!o.init_from.empty() && !o.checkpoint.resume.empty())
+  // LoRA trains adapters on a frozen base, which only --init-from gives (also when resuming:
+  // checkpoints hold the adapters)
+  if (o.lora.enabled() && o.init_from.empty())
+    throw InputError("invalid config: --lora-rank trains adapters on a frozen model: give it with --init-from BASE");
+  if (!o.lora.enabled() && !o.init_from.empty() && !o.checkpoint.resume.empty())
     throw InputError("invalid config: --init-from and --resume both set the parameters: give one");
 }
 
@@ -154,7 +162,22 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
         << dataset->val_tokens() << " tokens, vocab " << o.model.vocab_size << std::endl;
   // What the batches are, compared on resume: a checkpoint of one data source never resumes
   // on another. Where the tokenizer is, for `sample` (written, not compared: data may move).
-  const std::map<std::string, std::string> data_identity = {{"data", dataset ? dataset->identity() : "random"}};
+  std::map<std::string, std::string> data_identity = {{"data", dataset ? dataset->identity() : "random"}};
+  // LoRA: the frozen base, from --init-from; its fingerprint joins what a resume compares, so
+  // adapters never resume on another base
+  if (o.lora.enabled()) {
+    const std::vector<float> base = is_hf_model_dir(o.init_from)
+                                        ? read_hf_params(o.init_from, read_hf_config(o.init_from, o.model.dropout))
+                                        : read_state_dict(o.init_from, o.model);
+    trainer.model().load_base(base.data());
+    Checksum fingerprint;
+    fingerprint.add(base.data(), base.size() * sizeof(float));
+    data_identity["lora_base"] = fingerprint.hex();
+    log << "lora: rank " << o.lora.rank << ", alpha " << o.lora.alpha << ", dropout " << o.lora.dropout << " on "
+        << lora_targets_text(o.model, o.lora) << ": " << trainer.model().layout().total() << " trainable of "
+        << trainer.model().base_layout().total() << " frozen parameters (base " << o.init_from
+        << (o.lora.nf4_base ? ", its linear weights in NF4" : "") << ")" << std::endl;
+  }
   std::map<std::string, std::string> notes;
   if (dataset && dataset->has_tokenizer()) notes["tokenizer"] = dataset->dir();  // (llm.c shards have none)
   const CheckpointOptions& ckpt = o.checkpoint;
@@ -173,6 +196,11 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
           << std::endl;
       return;
     }
+  } else if (!o.lora_from.empty()) {
+    trainer.load_params(read_peft_adapter(o.lora_from, o.model).adapters.data());
+    log << "init: adapters from " << o.lora_from << " (PEFT)" << std::endl;
+  } else if (o.lora.enabled()) {
+    trainer.load_params(lora_init(trainer.model().layout(), o.run.seed).data());
   } else if (!o.init_from.empty() && is_hf_model_dir(o.init_from)) {  // (its config.json set o.model)
     trainer.load_params(read_hf_params(o.init_from, read_hf_config(o.init_from, o.model.dropout)).data());
     log << "init: parameters from " << o.init_from << " (Hugging Face)" << std::endl;

@@ -133,6 +133,48 @@ ModelConfig arch_preset(const std::string& name) {
   throw InputError("invalid config: unknown --arch '" + printable(name) + "' (expected seed, gpt2 or llama)");
 }
 
+ModelConfig llama_size_preset(const std::string& size) {
+  struct Row {
+    const char* name;
+    int vocab, d_model, n_layer, n_head, n_kv_head, d_ff, context;
+    float rope_theta;
+    bool tied;
+  };
+  // From each model's config.json (vocab_size, hidden_size, num_hidden_layers,
+  // num_attention_heads, num_key_value_heads, intermediate_size, max_position_embeddings,
+  // rope_theta, tie_word_embeddings) on huggingface.co:
+  //   1b  meta-llama/Llama-3.2-1B     3b  meta-llama/Llama-3.2-3B
+  //   7b  meta-llama/Llama-2-7b-hf    13b meta-llama/Llama-2-13b-hf
+  //   8b  meta-llama/Llama-3.1-8B     70b meta-llama/Llama-3.1-70B
+  // (Llama 3.x's rope_scaling, the "llama3" long-context rule, changes no parameter or buffer
+  // size, so the memory plan is unaffected; tinytrain does not train with it.)
+  static const Row rows[] = {
+      {"1b", 128256, 2048, 16, 32, 8, 8192, 131072, 500000.0f, true},
+      {"3b", 128256, 3072, 28, 24, 8, 8192, 131072, 500000.0f, true},
+      {"7b", 32000, 4096, 32, 32, 32, 11008, 4096, 10000.0f, false},
+      {"8b", 128256, 4096, 32, 32, 8, 14336, 131072, 500000.0f, false},
+      {"13b", 32000, 5120, 40, 40, 40, 13824, 4096, 10000.0f, false},
+      {"70b", 128256, 8192, 80, 64, 8, 28672, 131072, 500000.0f, false},
+  };
+  for (const Row& r : rows) {
+    if (size != r.name) continue;
+    ModelConfig c = arch_preset("llama");
+    c.vocab_size = r.vocab;
+    c.d_model = r.d_model;
+    c.n_layer = r.n_layer;
+    c.n_head = r.n_head;
+    c.n_kv_head = r.n_kv_head;
+    c.d_ff = r.d_ff;
+    c.max_seq_len = r.context;
+    c.rope_theta = r.rope_theta;
+    c.tie_embeddings = r.tied;
+    c.dropout = 0.0f;  // (Llama trains without dropout)
+    return c;
+  }
+  throw InputError("invalid config: unknown --model-size '" + printable(size) +
+                   "' (expected 1b, 3b, 7b, 8b, 13b or 70b)");
+}
+
 void apply_block_preset(const ModelConfig& preset, const std::vector<std::string>& given, ModelConfig& model) {
   auto free = [&given](const char* flag) { return std::find(given.begin(), given.end(), flag) == given.end(); };
   if (free("--activation")) model.activation = preset.activation;

@@ -112,6 +112,11 @@ Norm parse_norm(const std::string& name);                   // throws InputError
 // head tied to the embedding and without a bias), "llama" (pre-norm, RMSNorm, rotary positions, SwiGLU, no biases,
 // causal). Throws InputError naming the flag for another name.
 ModelConfig arch_preset(const std::string& name);
+// --model-size: the dimensions of a published Llama checkpoint on the Llama block (arch_preset
+// "llama"), for `plan` to size real models: 1b, 3b (Llama 3.2), 7b, 13b (Llama 2), 8b, 70b
+// (Llama 3.1); each row's source, its config.json on the Hugging Face hub, is in config.cpp.
+// Throws InputError naming the sizes for another name.
+ModelConfig llama_size_preset(const std::string& size);
 // Copies the preset's block fields into `model`, except those whose flag (--activation,
 // --norm-first, --causal, --pos-embedding, --norm, --bias, --head-bias,
 // --tie-embeddings) is in `given`.

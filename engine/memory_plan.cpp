@@ -56,13 +56,14 @@ MemoryPlan plan_training(const TrainOptions& o, const std::string& backend) {
   const int W = std::max(o.ranks, 1), zero = W > 1 ? o.data_parallel.zero_stage : 0;
   const int rows = o.run.batch / W, T = o.run.seq, micro = rows / o.grad_accum;
   const DType act = activation_dtype(o.precision);
-  const ParamLayout layout(c);
+  // what trains: every parameter, or the LoRA adapters (the frozen base is in plan_weights too)
+  const ParamLayout layout = o.lora.enabled() ? lora_layout(c, o.lora) : ParamLayout(c);
   MemoryPlan plan;
   // The same plans, in the same order, as the Trainer's members allocate them.
-  add_arena(plan, "weights", Model::plan_weights(layout, act, zero == 1 ? W : 1));
+  add_arena(plan, "weights", Model::plan_weights(c, act, zero == 1 ? W : 1, o.lora));
   // plan_weights' first entry, "params": the fp32 parameters, or the masters of 16-bit working weights
   plan.items.front().name = act == DType::F32 ? "params (fp32)" : "master params (fp32)";
-  add_arena(plan, "activations", Model::plan_activations(c, micro, T, act, o.recompute));
+  add_arena(plan, "activations", Model::plan_activations(c, micro, T, act, o.recompute, o.lora));
   add_arena(plan, "optimizer", AdamW::plan_state(Trainer::optimizer_elements(layout, W, zero)));
   add_arena(plan, "loss scaler", LossScaler::plan_state());
   if (zero == 1) add_arena(plan, "weights", Trainer::plan_grad_shard(layout.shard_elements(W)));

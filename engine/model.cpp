@@ -11,6 +11,14 @@
 #include "engine/model.h"
 
 #include <algorithm>
+#include <array>
+#include <map>
+#include <stdexcept>
+#include <vector>
+
+#include "engine/nf4_weight.h"
+#include "kernels/common/half.h"
+#include "kernels/common/nf4.h"
 
 namespace tt {
 
@@ -38,17 +46,72 @@ std::string buffer_name(const ModelConfig& c, Recompute recompute, int l, const 
 
 }  // namespace
 
-ArenaPlan Model::plan_weights(const ParamLayout& layout, DType act, int shards) {
+// The trainable parameters' masters and gradients (padded to whole ZeRO-1 shards) and their
+// working copy; under LoRA those are the adapters', and the frozen base adds its working
+// weights ("base") and the (C) scratch its norms' backward writes ("frozen_norm_grads").
+ArenaPlan Model::plan_weights(const ModelConfig& config, DType act, int shards, const LoraConfig& lora) {
+  const ParamLayout layout = lora.enabled() ? lora_layout(config, lora) : ParamLayout(config);
   const int64_t padded = layout.shard_elements(shards) * std::max(shards, 1);
   ArenaPlan plan;
   plan.add("params", DType::F32, {padded});
   plan.add("grads", DType::F32, {padded});
   if (act != DType::F32) plan.add("working", act, {layout.total()});
+  if (lora.enabled() && !lora.nf4_base) plan.add("base", act, {ParamLayout(config).total()});
+  if (lora.enabled() && lora.nf4_base) {
+    // QLoRA: the blocks' linear weights as NF4 images (kernels/nf4_tensor.h), end to end in four
+    // buffers; everything else of the base in the working dtype; and the tile each linear's
+    // weight is decoded into before its GEMM, as large as the largest (one layer's site)
+    int64_t kept = 0, codes = 0, absmax = 0, absmax2 = 0, tensors = 0;
+    const ParamLayout base(config);
+    for (const ParamInfo& p : base.params()) {
+      const int64_t n = p.shape.numel();
+      if (!is_quantised_base_weight(p.name)) {
+        kept += n;
+        continue;
+      }
+      codes += n / 2;
+      absmax += nf4::absmax_count(n);
+      absmax2 += nf4::absmax2_count(n);
+      ++tensors;
+    }
+    const int64_t C = config.d_model;
+    const int64_t tile = std::max({config.qkv_width() * C, C * C, config.ffn_in_width() * C, C * config.d_ff});
+    plan.add("base", act, {kept});
+    plan.add("nf4.codes", DType::U8, {codes});
+    plan.add("nf4.absmax_codes", DType::U8, {absmax});
+    plan.add("nf4.absmax2", DType::F32, {absmax2});
+    plan.add("nf4.offsets", DType::F32, {tensors});
+    plan.add("nf4.tile", act, {tile});
+  }
+  // a norm's weight and bias gradient, which nothing reads
+  if (lora.enabled()) plan.add("frozen_norm_grads", DType::F32, {2 * int64_t{config.d_model}});
   return plan;
 }
 
+namespace {
+
+// Which of a layer's linears a quantised base weight belongs to (is_quantised_base_weight's).
+LoraSite site_of_weight(const std::string& name) {
+  for (const char* part : {"q_proj", "k_proj", "v_proj", "in_proj"})
+    if (name.find(part) != std::string::npos) return LoraSite::InProj;
+  for (const char* part : {"o_proj", "out_proj"})
+    if (name.find(part) != std::string::npos) return LoraSite::OutProj;
+  for (const char* part : {"gate_proj", "up_proj", "linear1"})
+    if (name.find(part) != std::string::npos) return LoraSite::Linear1;
+  return LoraSite::Linear2;
+}
+
+// "model.layers.12.mlp.up_proj.weight" -> 12
+int layer_of_weight(const std::string& name) {
+  const size_t at = name.find(".layers.") + 8;
+  return std::stoi(name.substr(at, name.find('.', at) - at));
+}
+
+}  // namespace
+
 // Every activation buffer one training step needs, named, in the order they are written.
-ArenaPlan Model::plan_activations(const ModelConfig& c, int B, int T, DType act, Recompute recompute) {
+ArenaPlan Model::plan_activations(const ModelConfig& c, int B, int T, DType act, Recompute recompute,
+                                  const LoraConfig& lora) {
   const int64_t N = static_cast<int64_t>(B) * T, C = c.d_model, F = c.d_ff, V = c.vocab_size, NH = c.n_head;
   auto shape_of = [&](const std::string& what) -> std::pair<DType, Shape> {
     if (what == "ln1_mean" || what == "ln1_rstd" || what == "ln2_mean" || what == "ln2_rstd")
@@ -83,27 +146,80 @@ ArenaPlan Model::plan_activations(const ModelConfig& c, int B, int T, DType act,
   plan.add("d_qkv", act, {N, c.qkv_width()});
   plan.add("dout_dot_out", DType::F32, {B, NH, T});  // attention backward's D = rowsum(dout * out)
   plan.add("d_h", act, {N, F});
+  if (lora.enabled()) LoraAdapters::plan_activations(plan, c, lora, B, T, act);
   return plan;
 }
 
+namespace {
+
+// Gradient views for a frozen base: null data everywhere (linear_backward then makes no weight
+// gradient, the embedding's backward is not run), except the norms' weights and biases, whose
+// fused backward kernels always write theirs: all into one (2C) scratch nothing reads.
+ModelParams frozen_base_grads(const ModelParams& working, Tensor norm_scratch) {
+  const int64_t C = norm_scratch.numel() / 2;
+  const Tensor weight{norm_scratch.data, DType::F32, Shape{C}};
+  const Tensor bias{static_cast<float*>(norm_scratch.data) + C, DType::F32, Shape{C}};
+  auto null = [](Tensor t) { return Tensor{nullptr, DType::F32, t.shape}; };
+  auto norm = [&](Tensor t, Tensor scratch) { return t.data ? scratch : null(t); };
+  ModelParams g;
+  g.embed = null(working.embed);
+  g.pos_embed = null(working.pos_embed);
+  for (const LayerParams& w : working.layers) {
+    LayerParams L;
+    L.in_proj_weight = null(w.in_proj_weight);
+    L.in_proj_bias = null(w.in_proj_bias);
+    L.out_proj_weight = null(w.out_proj_weight);
+    L.out_proj_bias = null(w.out_proj_bias);
+    L.linear1_weight = null(w.linear1_weight);
+    L.linear1_bias = null(w.linear1_bias);
+    L.linear2_weight = null(w.linear2_weight);
+    L.linear2_bias = null(w.linear2_bias);
+    L.norm1_weight = norm(w.norm1_weight, weight);
+    L.norm1_bias = norm(w.norm1_bias, bias);
+    L.norm2_weight = norm(w.norm2_weight, weight);
+    L.norm2_bias = norm(w.norm2_bias, bias);
+    g.layers.push_back(L);
+  }
+  g.norm_weight = norm(working.norm_weight, weight);
+  g.norm_bias = norm(working.norm_bias, bias);
+  g.lm_head_weight = null(working.lm_head_weight);
+  g.lm_head_bias = null(working.lm_head_bias);
+  return g;
+}
+
+}  // namespace
+
 Model::Model(Backend& backend, const ModelConfig& config, int B, int T, DType act_dtype, Recompute recompute,
-             int shards)
+             int shards, const LoraConfig& lora)
     : backend_(backend),
       config_(config),
       B_(B),
       T_(T),
       act_dtype_(act_dtype),
       recompute_(recompute),
-      layout_(config),
-      weights_(backend, plan_weights(layout_, act_dtype, shards)),
-      activations_(backend, plan_activations(config, B, T, act_dtype, recompute)) {
+      lora_(lora),
+      base_layout_(config),
+      layout_(lora.enabled() ? lora_layout(config, lora) : base_layout_),
+      weights_(backend, plan_weights(config, act_dtype, shards, lora)),
+      activations_(backend, plan_activations(config, B, T, act_dtype, recompute, lora)) {
   params_padded_ = weights_.get("params");
   grads_padded_ = weights_.get("grads");
   params_flat_ = Tensor{params_padded_.data, DType::F32, Shape{layout_.total()}};
   grads_flat_ = Tensor{grads_padded_.data, DType::F32, Shape{layout_.total()}};
   working_flat_ = act_dtype == DType::F32 ? params_flat_ : weights_.get("working");
-  p_ = bind_params(layout_, config_, working_flat_.data, act_dtype);
-  g_ = bind_params(layout_, config_, grads_flat_.data, DType::F32);
+  if (lora.enabled() && lora.nf4_base) {
+    bind_quantised_base();
+  } else if (lora.enabled()) {
+    p_ = bind_params(base_layout_, config_, weights_.get("base").data, act_dtype);
+  }
+  if (lora.enabled()) {
+    g_ = frozen_base_grads(p_, weights_.get("frozen_norm_grads"));
+    adapters_ = std::make_unique<LoraAdapters>(backend, config, lora, B, T, act_dtype, working_flat_.data,
+                                               grads_flat_.data, activations_);
+  } else {
+    p_ = bind_params(layout_, config_, working_flat_.data, act_dtype);
+    g_ = bind_params(layout_, config_, grads_flat_.data, DType::F32);
+  }
   auto a = [&](const std::string& name) { return activations_.get(name); };
   // a buffer the plan leaves out (RMSNorm's means): a view with null data
   auto maybe = [&](const std::string& name) { return activations_.has(name) ? a(name) : Tensor{}; };
@@ -131,6 +247,104 @@ Model::Model(Backend& backend, const ModelConfig& config, int B, int T, DType ac
 
 void Model::refresh_working_weights() {
   if (working_flat_.data != params_flat_.data) backend_.cast(working_flat_, params_flat_);
+}
+
+// QLoRA's views: every quantised weight in the tile (frozen_weight decodes it there first), the
+// rest packed in "base" in layout order; and each quantised tensor's NF4 views, by layer and site.
+void Model::bind_quantised_base() {
+  const Tensor kept = weights_.get("base"), tile = weights_.get("nf4.tile");
+  const Tensor codes = weights_.get("nf4.codes"), absmax = weights_.get("nf4.absmax_codes"),
+               absmax2 = weights_.get("nf4.absmax2"), offsets = weights_.get("nf4.offsets");
+  std::map<std::string, int64_t> kept_offset;
+  int64_t next_kept = 0, next_code = 0, next_absmax = 0, next_absmax2 = 0, next_tensor = 0;
+  nf4_sites_.assign(config_.n_layer, {});
+  std::vector<std::array<int64_t, 4>> tile_used(config_.n_layer, {0, 0, 0, 0});
+  for (const ParamInfo& p : base_layout_.params()) {
+    const int64_t n = p.shape.numel();
+    if (!is_quantised_base_weight(p.name)) {
+      kept_offset[p.name] = next_kept;
+      next_kept += n;
+      continue;
+    }
+    Nf4Part part;
+    part.name = p.name;
+    part.weight.codes = Tensor{static_cast<uint8_t*>(codes.data) + next_code, DType::U8, Shape{n / 2}};
+    part.weight.absmax_codes = Tensor{static_cast<uint8_t*>(absmax.data) + next_absmax, DType::U8,
+                                      Shape{nf4::absmax_count(n)}};
+    part.weight.absmax2 = Tensor{static_cast<float*>(absmax2.data) + next_absmax2, DType::F32,
+                                 Shape{nf4::absmax2_count(n)}};
+    part.weight.offset = Tensor{static_cast<float*>(offsets.data) + next_tensor, DType::F32, Shape{1}};
+    const int l = layer_of_weight(p.name), site = static_cast<int>(site_of_weight(p.name));
+    char* in_tile = static_cast<char*>(tile.data) + tile_used[l][site] * dtype_size(act_dtype_);
+    part.tile = Tensor{in_tile, act_dtype_, Shape{n}};
+    tile_used[l][site] += n;  // (the Llama block's q, k, v and gate, up: side by side, as one span)
+    nf4_sites_[l][site].push_back(part);
+    next_code += n / 2;
+    next_absmax += nf4::absmax_count(n);
+    next_absmax2 += nf4::absmax2_count(n);
+    ++next_tensor;
+  }
+  p_ = bind_params(base_layout_, config_, act_dtype_, [&](const ParamInfo& info) -> void* {
+    if (is_quantised_base_weight(info.name)) return tile.data;
+    return static_cast<char*>(kept.data) + kept_offset.at(info.name) * dtype_size(act_dtype_);
+  });
+}
+
+Tensor Model::frozen_weight(int l, LoraSite site, Tensor weight) {
+  if (nf4_sites_.empty()) return weight;  // stored as it is used
+  for (const Nf4Part& part : nf4_sites_[l][static_cast<int>(site)]) backend_.nf4_dequantize(part.tile, part.weight);
+  return weight;  // (its view is the tile's start)
+}
+
+void Model::load_base(const float* host) {
+  if (!adapters_) throw std::logic_error("load_base: the model has no LoRA adapters; its parameters are params()");
+  // a range of the base in the working dtype: rounded on the host with the function the
+  // backends' cast uses (kernels/common/half.h)
+  auto upload = [&](void* dst, const float* values, int64_t n) {
+    if (act_dtype_ == DType::F32) {
+      backend_.copy_to_device(dst, values, n * sizeof(float));
+      return;
+    }
+    std::vector<uint16_t> rounded(static_cast<size_t>(n));
+    for (int64_t i = 0; i < n; ++i)
+      rounded[i] = act_dtype_ == DType::BF16 ? float_to_bf16(values[i]).bits : float_to_f16(values[i]).bits;
+    backend_.copy_to_device(dst, rounded.data(), n * sizeof(uint16_t));
+  };
+  const Tensor base = weights_.get("base");
+  if (nf4_sites_.empty()) {
+    upload(base.data, host, base.numel());
+    return;
+  }
+  // QLoRA: each quantised weight to its NF4 image, the rest packed in layout order
+  int64_t next_kept = 0;
+  std::map<std::string, const Nf4Part*> parts;
+  for (const auto& sites : nf4_sites_)
+    for (const auto& site : sites)
+      for (const Nf4Part& part : site) parts[part.name] = &part;
+  for (const ParamInfo& p : base_layout_.params()) {
+    const float* values = host + p.offset;
+    const int64_t n = p.shape.numel();
+    if (!is_quantised_base_weight(p.name)) {
+      upload(static_cast<char*>(base.data) + next_kept * dtype_size(act_dtype_), values, n);
+      next_kept += n;
+      continue;
+    }
+    const Nf4Weight q = quantize_nf4(values, n);
+    const Nf4Tensor& w = parts.at(p.name)->weight;
+    backend_.copy_to_device(w.codes.data, q.codes.data(), q.codes.size());
+    backend_.copy_to_device(w.absmax_codes.data, q.absmax_codes.data(), q.absmax_codes.size());
+    backend_.copy_to_device(w.absmax2.data, q.absmax2.data(), q.absmax2.size() * sizeof(float));
+    backend_.copy_to_device(w.offset.data, &q.offset, sizeof(float));
+  }
+}
+
+void Model::adapters_forward(int l, LoraSite site, Tensor x, Tensor out, const DropoutContext& ctx) {
+  if (adapters_) adapters_->forward(l, site, x, out, ctx);
+}
+
+void Model::adapters_backward(int l, LoraSite site, Tensor dout, Tensor x, Tensor dx, const DropoutContext& ctx,
+                              ParamGrads grads) {
+  if (adapters_) adapters_->backward(l, site, dout, x, dx, ctx, grads);
 }
 
 DropoutMask Model::dropout(const DropoutContext& ctx, int layer, DropoutSite site) const {
@@ -189,11 +403,15 @@ void Model::layer_forward(int l, const DropoutContext& ctx) {
     backend_.layernorm_forward(a.ln1, a.ln1_mean, a.ln1_rstd, x, w.norm1_weight, w.norm1_bias, eps);
     sa_in = a.ln1;
   }
-  backend_.linear_forward(a.qkv, sa_in, w.in_proj_weight, w.in_proj_bias);
+  const Tensor w_in = frozen_weight(l, LoraSite::InProj, w.in_proj_weight);  // (QLoRA: decoded)
+  backend_.linear_forward(a.qkv, sa_in, w_in, w.in_proj_bias);
+  adapters_forward(l, LoraSite::InProj, sa_in, a.qkv, ctx);
   if (config_.pos_embedding == PosEmbedding::Rope)  // q and k turned by position, in place (kept turned)
     backend_.rope_forward(by_token(a.qkv), config_.n_head, config_.kv_heads(), 0, config_.rope_theta);
   backend_.attention_forward(a.att, a.lse, a.qkv, attention_shape(), dropout(ctx, l, DropoutSite::AttentionWeights));
-  backend_.linear_forward(branch, a.att, w.out_proj_weight, w.out_proj_bias);
+  const Tensor w_out = frozen_weight(l, LoraSite::OutProj, w.out_proj_weight);  // (QLoRA: decoded)
+  backend_.linear_forward(branch, a.att, w_out, w.out_proj_bias);
+  adapters_forward(l, LoraSite::OutProj, a.att, branch, ctx);
 
   // res1 = x + dropout(branch), then the norm between the blocks (norm1 post-norm, norm2 pre-norm)
   const DropoutMask attention_out = dropout(ctx, l, DropoutSite::AttentionOutput);
@@ -211,7 +429,9 @@ void Model::layer_forward(int l, const DropoutContext& ctx) {
   // feed-forward block on the norm's output, then res2 = ff_residual + dropout(branch) and,
   // post-norm, norm2 (pre-norm: no norm here; the next block's comes first)
   ffn_hidden_forward(l, ctx);
-  backend_.linear_forward(branch, a.h, w.linear2_weight, w.linear2_bias);
+  const Tensor w_2 = frozen_weight(l, LoraSite::Linear2, w.linear2_weight);  // (QLoRA: decoded)
+  backend_.linear_forward(branch, a.h, w_2, w.linear2_bias);
+  adapters_forward(l, LoraSite::Linear2, a.h, branch, ctx);
   const DropoutMask ffn_out = dropout(ctx, l, DropoutSite::FfnOutput);
   const Tensor no_norm{nullptr, a.ln2.dtype, a.ln2.shape};
   const Tensor norm_out = config_.norm_first ? no_norm : a.ln2;
@@ -223,7 +443,9 @@ void Model::ffn_hidden_forward(int l, const DropoutContext& ctx) {
   const LayerParams& w = p_.layers[l];
   const LayerActs& a = layers_[l];
   const Tensor ff_in = config_.norm_first ? a.ln2 : a.ln1;
-  backend_.linear_forward(a.h_pre, ff_in, w.linear1_weight, w.linear1_bias);
+  const Tensor w_1 = frozen_weight(l, LoraSite::Linear1, w.linear1_weight);  // (QLoRA: decoded)
+  backend_.linear_forward(a.h_pre, ff_in, w_1, w.linear1_bias);
+  adapters_forward(l, LoraSite::Linear1, ff_in, a.h_pre, ctx);
   backend_.activation_dropout_forward(a.h, a.h_pre, config_.activation, dropout(ctx, l, DropoutSite::FfnHidden));
 }
 
@@ -259,8 +481,10 @@ void Model::backward(Tensor tokens, Tensor targets, Tensor losses, Tensor dloss_
       const BackendRange layer(backend_, "layer " + std::to_string(l));
       layer_backward(l, d, ctx, grads);
     }
-    ready_from(g_.layers[l].in_proj_weight);
+    if (adapters_ && grads_ready) grads_ready(adapters_->first_grad_of_layer(l));
+    ready_from(g_.layers[l].in_proj_weight);  // (null data under LoRA: the base has no gradients)
   }
+  if (adapters_) return;  // a frozen embedding: nothing below the first layer needs a gradient
   ParamGrads embedding_grads = grads;
   if (config_.tie_embeddings) {
     // The head's backward wrote (or added) its part of the shared table's gradient: the
@@ -312,20 +536,26 @@ void Model::layer_backward(int l, Tensor d, const DropoutContext& ctx, ParamGrad
 
   // self-attention block, from s3 = d of its output projection's output
   Tensor d_att = config_.norm_first ? s2 : s1;  // free here
-  backend_.linear_backward(d_att, g.out_proj_weight, g.out_proj_bias, s3, a.att, w.out_proj_weight, grads,
+  const Tensor w_out = frozen_weight(l, LoraSite::OutProj, w.out_proj_weight);  // (QLoRA: decoded)
+  backend_.linear_backward(d_att, g.out_proj_weight, g.out_proj_bias, s3, a.att, w_out, grads,
                            InputGrad::Write);
+  adapters_backward(l, LoraSite::OutProj, s3, a.att, d_att, ctx, grads);
   backend_.attention_backward(d_qkv_, dout_dot_out_, d_att, a.qkv, a.att, a.lse, attention_shape(),
                               dropout(ctx, l, DropoutSite::AttentionWeights));
   if (config_.pos_embedding == PosEmbedding::Rope)  // the gradients of the unturned q and k
     backend_.rope_backward(by_token(d_qkv_), config_.n_head, config_.kv_heads(), 0, config_.rope_theta);
   if (!config_.norm_first) {
     // x feeds in_proj and the residual: d = d res1 (in d already) + in_proj's input gradient
-    backend_.linear_backward(d, g.in_proj_weight, g.in_proj_bias, d_qkv_, sa_in, w.in_proj_weight, grads,
+    const Tensor w_in = frozen_weight(l, LoraSite::InProj, w.in_proj_weight);  // (QLoRA: decoded)
+    backend_.linear_backward(d, g.in_proj_weight, g.in_proj_bias, d_qkv_, sa_in, w_in, grads,
                              InputGrad::Add);
+    adapters_backward(l, LoraSite::InProj, d_qkv_, sa_in, d, ctx, grads);
   } else {
     // s3 = d ln1; then norm1 plus the residual around the block: d = s1 + norm1'(s3)
-    backend_.linear_backward(s3, g.in_proj_weight, g.in_proj_bias, d_qkv_, sa_in, w.in_proj_weight, grads,
+    const Tensor w_in = frozen_weight(l, LoraSite::InProj, w.in_proj_weight);  // (QLoRA: decoded)
+    backend_.linear_backward(s3, g.in_proj_weight, g.in_proj_bias, d_qkv_, sa_in, w_in, grads,
                              InputGrad::Write);
+    adapters_backward(l, LoraSite::InProj, d_qkv_, sa_in, s3, ctx, grads);
     backend_.layernorm_residual_dropout_backward(d, none, g.norm1_weight, g.norm1_bias, s3, none, s1, x,
                                                  w.norm1_weight, a.ln1_mean, a.ln1_rstd, attention_out, grads);
   }
@@ -337,15 +567,19 @@ void Model::ffn_backward(int l, Tensor d_branch, const DropoutContext& ctx, Para
   const LayerParams& g = g_.layers[l];
   const LayerActs& a = layers_[l];
   const Tensor ff_in = config_.norm_first ? a.ln2 : a.ln1;
-  backend_.linear_backward(d_h_, g.linear2_weight, g.linear2_bias, d_branch, a.h, w.linear2_weight, grads,
+  const Tensor w_2 = frozen_weight(l, LoraSite::Linear2, w.linear2_weight);  // (QLoRA: decoded)
+  backend_.linear_backward(d_h_, g.linear2_weight, g.linear2_bias, d_branch, a.h, w_2, grads,
                            InputGrad::Write);
+  adapters_backward(l, LoraSite::Linear2, d_branch, a.h, d_h_, ctx, grads);
   // the pre-activation's gradient: in place over d_h (n to n), or, for SwiGLU (N,F) to (N,2F),
   // over h_pre itself, which nothing reads after this
   const Tensor d_h_pre = config_.activation == Activation::Swiglu ? a.h_pre : d_h_;
   backend_.activation_dropout_backward(d_h_pre, d_h_, a.h_pre, config_.activation,
                                        dropout(ctx, l, DropoutSite::FfnHidden));
-  backend_.linear_backward(d_branch, g.linear1_weight, g.linear1_bias, d_h_pre, ff_in, w.linear1_weight, grads,
+  const Tensor w_1 = frozen_weight(l, LoraSite::Linear1, w.linear1_weight);  // (QLoRA: decoded)
+  backend_.linear_backward(d_branch, g.linear1_weight, g.linear1_bias, d_h_pre, ff_in, w_1, grads,
                            InputGrad::Write);
+  adapters_backward(l, LoraSite::Linear1, d_h_pre, ff_in, d_branch, ctx, grads);
 }
 
 }  // namespace tt

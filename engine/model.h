@@ -2,6 +2,7 @@
 // forward and backward passes written out op by op over a Backend. The model never touches
 // elements itself: every line below is one backend op on planned views.
 #pragma once
+#include <array>
 #include <functional>
 #include <memory>
 #include <string>
@@ -9,36 +10,42 @@
 
 #include "kernels/arena.h"
 #include "engine/config.h"
+#include "engine/dropout_context.h"
+#include "engine/lora.h"
 #include "engine/param_layout.h"
 #include "kernels/backend.h"
+#include "kernels/nf4_tensor.h"
 
 namespace tt {
-
-// What the dropout masks of one forward/backward depend on besides layer and site.
-struct DropoutContext {
-  uint64_t seed;
-  const uint32_t* step;  // the training step, in backend memory (see DropoutMask)
-  int first_row = 0;     // this micro-batch's first sequence in the full batch: its masks are
-                         // the ones those rows have when the whole batch runs at once
-  bool training = true;  // false: evaluation, every dropout is the identity (PyTorch's eval())
-};
 
 class Model {
  public:
   // Plans and allocates parameters, gradients and activations for batches of B x T tokens;
   // activations, their gradients and the working weights are stored as `act_dtype`. shards:
   // the ZeRO-1 ranks the flat parameters and gradients are padded for (ParamLayout::shard_elements).
+  // With lora enabled (engine/lora.h) the model's own parameters are a frozen base, held only
+  // as working weights (no masters, no gradients), and what trains is the adapters.
   Model(Backend& backend, const ModelConfig& config, int B, int T, DType act_dtype = DType::F32,
-        Recompute recompute = Recompute::None, int shards = 1);
+        Recompute recompute = Recompute::None, int shards = 1, const LoraConfig& lora = {});
 
   // The planned buffers, before anything is allocated (what `tinytrain plan` prints).
-  static ArenaPlan plan_weights(const ParamLayout& layout, DType act_dtype, int shards = 1);
-  static ArenaPlan plan_activations(const ModelConfig& config, int B, int T, DType act_dtype, Recompute recompute);
+  static ArenaPlan plan_weights(const ModelConfig& config, DType act_dtype, int shards = 1,
+                                const LoraConfig& lora = {});
+  static ArenaPlan plan_activations(const ModelConfig& config, int B, int T, DType act_dtype, Recompute recompute,
+                                    const LoraConfig& lora = {});
 
   const ModelConfig& config() const { return config_; }
+  const LoraConfig& lora() const { return lora_; }
+  // What training updates: every parameter (ParamLayout of the config), or the LoRA adapters
+  // (lora_layout). The optimizer, the gradient collectives and checkpoints see only these.
   const ParamLayout& layout() const { return layout_; }
-  Tensor params() const { return params_flat_; }  // (P) F32 master weights, flat, PyTorch order
+  Tensor params() const { return params_flat_; }  // (P) F32 master weights, flat, layout() order
   Tensor grads() const { return grads_flat_; }    // (P) F32, same layout
+  // The model's own parameters: layout() itself, or under LoRA the frozen base's.
+  const ParamLayout& base_layout() const { return base_layout_; }
+  // Under LoRA: the frozen base from host fp32 values in base_layout() order, rounded once to
+  // the working dtype (the same rounding as Backend::cast).
+  void load_base(const float* host);
   // The same buffers padded with zeros to whole ZeRO-1 shards: (shards * shard) F32.
   Tensor params_padded() const { return params_padded_; }
   Tensor grads_padded() const { return grads_padded_; }
@@ -91,18 +98,40 @@ class Model {
   DropoutMask dropout(const DropoutContext& ctx, int layer, DropoutSite site) const;
   Tensor by_token(Tensor rows) const;  // (N, X) -> the same memory as (B, T, X)
   AttentionShape attention_shape() const;
+  // The frozen linear at `site` of layer l, then its adapters (forward); their backward, after
+  // the linear's (which wrote or added dx): nothing without LoRA.
+  // QLoRA: the views of the quantised base, and the weight of layer l's linear at `site` decoded
+  // into the tile (one nf4_dequantize per tensor it holds); without QLoRA `weight` itself
+  void bind_quantised_base();
+  Tensor frozen_weight(int l, LoraSite site, Tensor weight);
+  void adapters_forward(int l, LoraSite site, Tensor x, Tensor out, const DropoutContext& ctx);
+  void adapters_backward(int l, LoraSite site, Tensor dout, Tensor x, Tensor dx, const DropoutContext& ctx,
+                         ParamGrads grads);
 
   Backend& backend_;
   ModelConfig config_;
   int B_, T_;
   DType act_dtype_;
   Recompute recompute_;
+  LoraConfig lora_;
   std::string attention_note_;
-  ParamLayout layout_;
+  ParamLayout base_layout_;  // the config's parameters
+  ParamLayout layout_;       // what trains: base_layout_, or the adapters
   Arena weights_, activations_;  // weights: parameters and gradients; activations: saved + scratch
   Tensor params_flat_, grads_flat_, working_flat_;  // working_flat_ is params_flat_ in fp32
   Tensor params_padded_, grads_padded_;             // the whole arena entries (shards * shard)
-  ModelParams p_, g_;  // views into working_flat_ and grads_flat_
+  // views of the working weights and of their gradients; under LoRA g_ has null data for every
+  // frozen weight (no gradient is made), except the norms', whose fused backward kernels write
+  // them into scratch nothing reads
+  ModelParams p_, g_;
+  std::unique_ptr<LoraAdapters> adapters_;  // under LoRA
+  // QLoRA: one quantised tensor, and where in the tile it is decoded to
+  struct Nf4Part {
+    std::string name;  // its name in base_layout_
+    Nf4Tensor weight;
+    Tensor tile;
+  };
+  std::vector<std::array<std::vector<Nf4Part>, 4>> nf4_sites_;  // [layer][LoraSite]; empty without QLoRA
 
   Tensor embedded_;                 // (N,C) embedding output, the input of layer 0
   std::vector<LayerActs> layers_;

@@ -90,7 +90,17 @@ Tensor ParamLayout::view(void* base, const ParamInfo& info, DType dtype) const {
 }
 
 ModelParams bind_params(const ParamLayout& layout, const ModelConfig& c, void* base, DType dtype) {
-  auto get = [&](const std::string& name) { return layout.view(base, layout.find(name), dtype); };
+  return bind_params(layout, c, dtype, [&](const ParamInfo& info) {
+    return static_cast<void*>(static_cast<char*>(base) + info.offset * dtype_size(dtype));
+  });
+}
+
+ModelParams bind_params(const ParamLayout& layout, const ModelConfig& c, DType dtype,
+                        const std::function<void*(const ParamInfo&)>& address) {
+  auto get = [&](const std::string& name) {
+    const ParamInfo& info = layout.find(name);
+    return Tensor{address(info), dtype, info.shape};
+  };
   // the parameters from `first` on, `rows` rows of `cols`: separately named tensors that lie
   // side by side (the Llama block's q, k, v and gate, up) seen as one matrix
   auto span = [&](const std::string& first, int64_t rows, int64_t cols) {

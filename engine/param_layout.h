@@ -1,6 +1,7 @@
 // Where every parameter lives in the flat parameter buffer, named and ordered exactly as
 // PyTorch's state_dict, and typed views into a flat buffer (parameters or gradients).
 #pragma once
+#include <functional>
 #include <string>
 #include <vector>
 
@@ -19,6 +20,10 @@ struct ParamInfo {
 class ParamLayout {
  public:
   explicit ParamLayout(const ModelConfig& config);
+  // An empty layout, filled with add: the LoRA adapters' (engine/lora.h).
+  ParamLayout() = default;
+  // The next parameter, after the ones added so far.
+  void add(const std::string& name, Shape shape);
   const std::vector<ParamInfo>& params() const { return params_; }
   int64_t total() const { return total_; }  // number of elements
   // ZeRO-1's shard of the flat buffer for `shards` ranks: ceil(total / shards) rounded up to
@@ -31,7 +36,6 @@ class ParamLayout {
   Tensor view(void* base, const ParamInfo& info, DType dtype = DType::F32) const;
 
  private:
-  void add(const std::string& name, Shape shape);
   std::vector<ParamInfo> params_;
   int64_t total_ = 0;
 };
@@ -51,5 +55,9 @@ struct ModelParams {
 };
 
 ModelParams bind_params(const ParamLayout& layout, const ModelConfig& config, void* base, DType dtype);
+// The same views, each parameter's data wherever `address` says (QLoRA: the frozen linears' in
+// a shared tile, the rest packed in another buffer: engine/model.cpp).
+ModelParams bind_params(const ParamLayout& layout, const ModelConfig& config, DType dtype,
+                        const std::function<void*(const ParamInfo&)>& address);
 
 }  // namespace tt

@@ -7,6 +7,7 @@
 
 #include "engine/config.h"
 #include "engine/init.h"
+#include "engine/lora.h"
 
 namespace tt {
 
@@ -54,6 +55,7 @@ struct TrainOptions {
   LossScalerConfig loss_scaler;
   Recompute recompute = Recompute::None;
   int grad_accum = 1;  // micro-batches per optimizer step
+  LoraConfig lora;     // --lora-*: adapters on a frozen base (engine/lora.h); rank 0: none
   DataParallelOptions data_parallel;
 
   // ---- what the train command's loop and the memory plan read too ----
@@ -64,6 +66,7 @@ struct TrainOptions {
   CheckpointOptions checkpoint;
   DataOptions data;
   std::string metrics_path;  // --metrics FILE.jsonl (engine/io/metrics_log.h); "": none
+  std::string lora_from;     // --lora-from DIR: the initial adapters (and their config) from a PEFT adapter directory
   std::string init_from;     // --init-from FILE|DIR: initial parameters from a state_dict safetensors, or a Hugging Face directory
   // --init: how the initial parameters are drawn from --seed when neither --init-from nor --resume
   // gives them; the flag's default follows --arch (cli/train_flags.cpp).

@@ -74,7 +74,7 @@ Trainer::Trainer(Backend& backend, const TrainOptions& o, Communicator* comm)
       model_((check_data_parallel(o.data_parallel), check_grad_accum(rows_per_rank(o.run.batch, *comm_), o.grad_accum),
               backend),
              o.model, rows_per_rank(o.run.batch, *comm_) / o.grad_accum, o.run.seq, activation_dtype(o.precision),
-             o.recompute, data_parallel_.zero_stage == 1 ? comm_->world_size() : 1),
+             o.recompute, data_parallel_.zero_stage == 1 ? comm_->world_size() : 1, o.lora),
       optimizer_(backend, o.optimizer,
                  optimizer_elements(model_.layout(), comm_->world_size(), data_parallel_.zero_stage)),
       scaler_(backend, loss_scaler_for(o.precision, o.loss_scaler)),

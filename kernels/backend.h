@@ -20,6 +20,7 @@
 #include <string>
 
 #include "kernels/stream_clock.h"
+#include "kernels/nf4_tensor.h"
 #include "kernels/tensor.h"
 #include "kernels/common/adamw_update.h"
 #include "kernels/common/loss_scaler.h"
@@ -131,7 +132,8 @@ class Backend {
   // inp (N,I), weight (O,I), bias (O) or null data -> out (N,O)
   virtual void linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bias) = 0;
   // dout (N,O) -> dinp (N,I) = dout weight, written or added (input; skipped when null data);
-  // dweight (O,I) = dout^T inp, dbias (O) = column sums of dout, written or added (grads)
+  // dweight (O,I) = dout^T inp, dbias (O) = column sums of dout, written or added (grads);
+  // both skipped when dweight has null data (a frozen weight: LoRA's base, engine/lora.h)
   virtual void linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                                ParamGrads grads, InputGrad input) = 0;
 
@@ -269,6 +271,16 @@ class Backend {
   virtual void residual_forward(Tensor out, Tensor a, Tensor b) = 0;
   // residual backward is a copy of the gradient to both inputs: the engine reuses views.
 
+  // ---- column windows: a LoRA adapter on part of a fused projection (engine/lora.h) ----
+  // The Llama block's q, k and v (gate and up) are column windows of one GEMM's output; an
+  // adapter adds its low-rank product to its window only, and reads its window of the gradient.
+  // Both compute in fp32 and round once (scale * value rounded first, then the sum: the same
+  // bits on every backend).
+  // delta (N,W) -> out (N,O) columns [first, first + W) += scale * delta
+  virtual void add_scaled_columns(Tensor out, int64_t first, Tensor delta, float scale) = 0;
+  // inp (N,O) -> out (N,W) = scale * inp columns [first, first + W)
+  virtual void copy_scaled_columns(Tensor out, Tensor inp, int64_t first, float scale) = 0;
+
   // ---- fused softmax + cross-entropy: the loss is the mean over mean_over tokens ----
   // logits (N,V), targets (N) int32, dloss_scale (1) F32 -> losses (N) F32 per-token loss,
   // computed in fp32; and, when dlogits has data, dlogits (N,V) = (softmax(logits) -
@@ -309,6 +321,13 @@ class Backend {
     adamw_step(params, grads, exp_avg, exp_avg_sq, step_count, train_step, hyper, s);
     loss_scaler_update(s, scaler, train_step);
   }
+
+  // ---- NF4: a frozen weight stored in 4 bits (QLoRA's base; kernels/nf4_tensor.h, docs/nf4.md) ----
+  // w (n) NF4 -> out (n) F32, BF16 or F16: each weight level * absmax in fp32, the block's absmax
+  // decoded from its 8-bit code first (kernels/common/nf4.h: the fp32 operations and their
+  // order), then stored in out's dtype (16-bit: that fp32 value rounded once more). Every
+  // backend gives the same bits.
+  virtual void nf4_dequantize(Tensor out, const Nf4Tensor& w) = 0;
 };
 
 // A named scope of the step for as long as it lives: range_push now, range_pop at the end

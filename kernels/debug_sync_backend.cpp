@@ -168,6 +168,16 @@ void DebugSyncBackend::residual_forward(Tensor out, Tensor a, Tensor b) {
   checked("residual_forward", {{"out", out}, {"a", a}, {"b", b}}, [&] { inner_->residual_forward(out, a, b); });
 }
 
+void DebugSyncBackend::add_scaled_columns(Tensor out, int64_t first, Tensor delta, float scale) {
+  checked("add_scaled_columns", {{"out", out}, {"delta", delta}},
+          [&] { inner_->add_scaled_columns(out, first, delta, scale); });
+}
+
+void DebugSyncBackend::copy_scaled_columns(Tensor out, Tensor inp, int64_t first, float scale) {
+  checked("copy_scaled_columns", {{"out", out}, {"inp", inp}},
+          [&] { inner_->copy_scaled_columns(out, inp, first, scale); });
+}
+
 void DebugSyncBackend::cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
                                                       Tensor dloss_scale, int64_t mean_over) {
   checked("cross_entropy_forward_backward",
@@ -208,6 +218,13 @@ void DebugSyncBackend::adamw_step_and_scaler_update(Tensor params, Tensor grads,
             inner_->adamw_step_and_scaler_update(params, grads, exp_avg, exp_avg_sq, step_count, train_step, hyper, s,
                                                  scaler);
           });
+}
+
+void DebugSyncBackend::nf4_dequantize(Tensor out, const Nf4Tensor& w) {
+  checked("nf4_dequantize",
+          {{"out", out}, {"codes", w.codes}, {"absmax_codes", w.absmax_codes}, {"absmax2", w.absmax2},
+           {"offset", w.offset}},
+          [&] { inner_->nf4_dequantize(out, w); });
 }
 
 }  // namespace tt

@@ -72,6 +72,8 @@ class DebugSyncBackend final : public Backend {
   void activation_dropout_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act,
                                    const DropoutMask& dropout) override;
   void residual_forward(Tensor out, Tensor a, Tensor b) override;
+  void add_scaled_columns(Tensor out, int64_t first, Tensor delta, float scale) override;
+  void copy_scaled_columns(Tensor out, Tensor inp, int64_t first, float scale) override;
   void rope_forward(Tensor qkv, int NH, int KVH, int first_pos, float theta) override;
   void rope_backward(Tensor dqkv, int NH, int KVH, int first_pos, float theta) override;
   void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
@@ -84,6 +86,7 @@ class DebugSyncBackend final : public Backend {
   void adamw_step_and_scaler_update(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
                                     Tensor train_step, const AdamWHyper& hyper, const LossScalerState& s,
                                     const LossScalerConfig& scaler) override;
+  void nf4_dequantize(Tensor out, const Nf4Tensor& w) override;
 
  private:
   using NamedView = std::pair<const char*, Tensor>;

@@ -13,6 +13,7 @@ size_t dtype_size(DType dtype) {
     case DType::BF16: return 2;
     case DType::F16: return 2;
     case DType::I32: return 4;
+    case DType::U8: return 1;
   }
   throw std::logic_error("unknown dtype");
 }
@@ -23,6 +24,7 @@ const char* dtype_name(DType dtype) {
     case DType::BF16: return "BF16";
     case DType::F16: return "F16";
     case DType::I32: return "I32";
+    case DType::U8: return "U8";
   }
   throw std::logic_error("unknown dtype");
 }
@@ -61,6 +63,11 @@ float* Tensor::f32() const {
 int32_t* Tensor::i32() const {
   if (dtype != DType::I32) throw std::logic_error(std::string("expected an I32 tensor, got ") + dtype_name(dtype));
   return static_cast<int32_t*>(data);
+}
+
+uint8_t* Tensor::u8() const {
+  if (dtype != DType::U8) throw std::logic_error(std::string("expected a U8 tensor, got ") + dtype_name(dtype));
+  return static_cast<uint8_t*>(data);
 }
 
 namespace {

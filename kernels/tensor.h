@@ -12,10 +12,11 @@
 namespace tt {
 
 // Storage types. BF16 and F16 only store values (kernels/common/half.h): ops compute in fp32.
-enum class DType { F32, BF16, F16, I32 };
+// U8 holds bytes: the packed 4-bit codes and 8-bit absmax codes of an NF4 weight (kernels/nf4_tensor.h).
+enum class DType { F32, BF16, F16, I32, U8 };
 
 size_t dtype_size(DType dtype);
-const char* dtype_name(DType dtype);  // safetensors spelling: "F32", "BF16", "F16", "I32"
+const char* dtype_name(DType dtype);  // safetensors spelling: "F32", "BF16", "F16", "I32", "U8"
 bool is_float(DType dtype);           // F32, BF16 or F16
 
 constexpr int kMaxDims = 4;
@@ -42,6 +43,7 @@ struct Tensor {
   size_t bytes() const { return static_cast<size_t>(numel()) * dtype_size(dtype); }
   float* f32() const;    // checks the dtype, then returns the typed pointer
   int32_t* i32() const;
+  uint8_t* u8() const;
   template <typename S>
   S* as() const;  // S = float, bf16 or f16 (kernels/common/half.h); checks the dtype
 };

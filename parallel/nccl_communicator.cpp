@@ -82,6 +82,7 @@ ncclDataType_t nccl_type(DType dtype) {
     case DType::BF16: return ncclBfloat16;
     case DType::F16: return ncclFloat16;
     case DType::I32: return ncclInt32;
+    case DType::U8: return ncclUint8;
   }
   throw std::invalid_argument("NCCL communicator: unknown dtype");
 }

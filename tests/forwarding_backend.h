@@ -95,6 +95,12 @@ class ForwardingBackend : public Backend {
     inner_->activation_dropout_backward(dinp, dout, inp, act, d);
   }
   void residual_forward(Tensor out, Tensor a, Tensor b) override { inner_->residual_forward(out, a, b); }
+  void add_scaled_columns(Tensor out, int64_t first, Tensor delta, float scale) override {
+    inner_->add_scaled_columns(out, first, delta, scale);
+  }
+  void copy_scaled_columns(Tensor out, Tensor inp, int64_t first, float scale) override {
+    inner_->copy_scaled_columns(out, inp, first, scale);
+  }
   void rope_forward(Tensor qkv, int NH, int KVH, int first_pos, float theta) override {
     inner_->rope_forward(qkv, NH, KVH, first_pos, theta);
   }
@@ -119,6 +125,7 @@ class ForwardingBackend : public Backend {
                                     const LossScalerConfig& scaler) override {
     inner_->adamw_step_and_scaler_update(params, grads, exp_avg, exp_avg_sq, step_count, train_step, hyper, s, scaler);
   }
+  void nf4_dequantize(Tensor out, const Nf4Tensor& w) override { inner_->nf4_dequantize(out, w); }
 
  protected:
   Backend& inner() { return *inner_; }

@@ -582,7 +582,7 @@ inline void check_trainer_bytes_with_accumulation(Backend& backend) {
         o.grad_accum = K;
         Trainer trainer(backend, o);
         const ParamLayout& layout = trainer.model().layout();
-        const size_t weights = Model::plan_weights(layout, act).bytes();
+        const size_t weights = Model::plan_weights(c, act).bytes();
         const size_t activations = activation_bytes(c, B / K, T, rc, act);
         EXPECT_EQ(trainer.model().bytes(), weights + activations);
         EXPECT_EQ(trainer.bytes(), weights + activations + AdamW::plan_state(layout.total()).bytes() +

@@ -9,6 +9,7 @@
 
 #include "kernels/common/adamw_update.h"
 #include "kernels/common/loss_scaler.h"
+#include "kernels/common/nf4.h"
 #include "kernels/common/rope.h"
 
 namespace tt {
@@ -32,6 +33,13 @@ __global__ void probe_rope_turn(float* a, float* b, const float* c, const float*
 __global__ void probe_loss_scaler_update(float* scale, int32_t* tracker, int32_t* skipped, int32_t* first_skipped,
                                          const int32_t* found_inf, const LossScalerConfig* config) {
   loss_scaler_update(scale, tracker, skipped, first_skipped, *found_inf, 7, *config);
+}
+
+// NF4's decoding: the block's absmax (map value * absmax2 + offset), then level * absmax
+__global__ void probe_nf4_decode(float* out, const float* map_value, const float* absmax2, const float* offset,
+                                 const float* level) {
+  const int i = threadIdx.x;
+  out[i] = nf4::dequantize(level[i], nf4::block_absmax(map_value[i], *absmax2, *offset));
 }
 
 }  // namespace tt

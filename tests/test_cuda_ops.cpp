@@ -49,6 +49,7 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cctype>
 #include <cmath>
 #include <cstdint>
 #include <cstdlib>
@@ -442,6 +443,67 @@ std::vector<CaseSpec> linear_gemm_cases(DType act, GemmKernel gemm) {
 }
 
 std::vector<CaseSpec> linear_cases(DType act = DType::F32) { return linear_gemm_cases(act, GemmKernel::CublasLt); }
+
+// ---- a frozen linear (LoRA's base): dinp only, added to what it holds; no weight gradient ----
+std::vector<CaseSpec> frozen_linear_cases(DType act = DType::F32) {
+  std::vector<CaseSpec> specs;
+  for (auto [N, I, O] : {std::tuple{67, 17, 11}, std::tuple{256, 64, 192}}) {
+    specs.push_back({"linear_backward_frozen_N" + std::to_string(N) + "_I" + std::to_string(I) + "_O" +
+                         std::to_string(O) + dtype_suffix(act),
+                     [=] {
+                       OpCase c(act);
+                       const int x = c.input("inp", {N, I}, 91);
+                       const int weight = c.input("weight", {O, I}, 92);
+                       const int dout = c.input("dout", {N, O}, 93);
+                       // O products onto the start value
+                       const int dx = c.inout("dinp", {N, I}, test::random_floats(int64_t{N} * I, 94),
+                                              gemm_reduction_tol(O + 1, act));
+                       const int dw = c.absent("dweight"), db = c.absent("dbias");
+                       c.run = [=](Backend& be, const std::vector<Tensor>& v) {
+                         be.linear_backward(v[dx], v[dw], v[db], v[dout], v[x], v[weight], ParamGrads::Add,
+                                            InputGrad::Add);
+                       };
+                       return c;
+                     }});
+  }
+  return specs;
+}
+
+// ---- column windows (LoRA's adapters on part of a fused projection): out (N,O) columns
+// [first, first + W) += scale * delta (N,W); out (N,W) = scale * inp (N,O)'s window. One row,
+// windows at the start, the middle and the end, and a grid-stride lap past 65536 x 256 ----
+std::vector<CaseSpec> column_window_cases(DType act = DType::F32) {
+  struct P {
+    int64_t N, O, first, W;
+  };
+  std::vector<CaseSpec> specs;
+  std::vector<P> shapes = {P{1, 48, 0, 16}, P{37, 96, 32, 16}, P{300, 160, 96, 64}};
+  if (act == DType::F32) shapes.push_back(P{65536 * 2 + 3, 256, 1, 130});
+  const float scale = 2.5f;  // alpha / r of 20 / 8
+  for (P p : shapes) {
+    const std::string shape = "_N" + std::to_string(p.N) + "_O" + std::to_string(p.O) + "_first" +
+                              std::to_string(p.first) + "_W" + std::to_string(p.W) + dtype_suffix(act);
+    specs.push_back({"add_scaled_columns" + shape, [=] {
+                       OpCase c(act);
+                       const int delta = c.input("delta", {p.N, p.W}, 95);
+                       const int out = c.inout("out", {p.N, p.O}, test::random_floats(p.N * p.O, 96), kElementwiseTol);
+                       c.run = [=](Backend& be, const std::vector<Tensor>& v) {
+                         be.add_scaled_columns(v[out], p.first, v[delta], scale);
+                       };
+                       return c;
+                     }});
+    specs.push_back({"copy_scaled_columns" + shape, [=] {
+                       OpCase c(act);
+                       const int inp = c.input("inp", {p.N, p.O}, 97);
+                       const int out = c.output("out", {p.N, p.W}, kElementwiseTol);
+                       c.run = [=](Backend& be, const std::vector<Tensor>& v) {
+                         be.copy_scaled_columns(v[out], v[inp], p.first, scale);
+                       };
+                       return c;
+                     }});
+  }
+  return specs;
+}
 
 // ---- attention: qkv (B,T,3C) -> out (B,T,C), lse (B,NH,T); backward dqkv ----
 // Run by the default CUDA backend (flash attention: on tensor cores for the 16-bit cases of head
@@ -1096,8 +1158,9 @@ std::vector<CaseSpec> all_cases() {
   auto append = [&all](const std::vector<CaseSpec>& specs) { all.insert(all.end(), specs.begin(), specs.end()); };
   // the ops on activations: with fp32, bf16 and fp16 storage
   for (DType act : {DType::F32, DType::BF16, DType::F16})
-    for (auto family : {embedding_cases, linear_cases, attention_cases, layernorm_cases, cross_entropy_cases,
-                        activation_cases, dropout_cases, residual_cases, rope_cases})
+    for (auto family : {embedding_cases, linear_cases, frozen_linear_cases, column_window_cases, attention_cases,
+                        layernorm_cases, cross_entropy_cases, activation_cases, dropout_cases, residual_cases,
+                        rope_cases})
       append(family(act));
   // precision and the optimizer step: fixed dtypes (casts name theirs; the rest is F32 and I32)
   for (auto family : {cast_cases, grad_norm_check_cases, adamw_cases, adamw_skip_cases, adamw_schedule_clip_cases,
@@ -2314,6 +2377,51 @@ TEST_F(CudaTest, FusedAdamWAndScalerUpdateEqualsTheTwoOpsBitwise) {
                            kElementwiseTol);
   }
 }
+
+// ---- NF4: nf4_dequantize, a frozen weight decoded from 4 bits (kernels/common/nf4.h) ----
+// The cases of `tinytrain ops check` (engine/ops/op_cases.cpp: full and partial 64-weight
+// blocks and groups of 256 absmax codes, four blocks a thread block) in each storage dtype, and
+// one past the grid-stride cap (65536 blocks of 256 threads, one weight a thread) in fp32, run by
+// the ops harness (engine/ops/op_harness.h), bit for bit: both backends do nf4.h's fp32
+// operations in one order, then round once to the storage type.
+struct Nf4Case {
+  std::string name;  // "n35166_partial_group_bf16": the shape column's words, then the dtype
+  OpCaseSpec spec;
+};
+
+void PrintTo(const Nf4Case& c, std::ostream* os) { *os << c.name; }
+
+Nf4Case nf4_case(const OpCaseSpec& spec) {
+  std::string name;
+  for (char ch : spec.shape + " " + dtype_name(spec.dtype)) {
+    if (std::isalnum(static_cast<unsigned char>(ch)))
+      name += static_cast<char>(std::tolower(static_cast<unsigned char>(ch)));
+    else if (!name.empty() && name.back() != '_')
+      name += '_';
+  }
+  while (!name.empty() && name.back() == '_') name.pop_back();
+  return {name, spec};
+}
+
+std::vector<Nf4Case> nf4_cases() {
+  std::vector<Nf4Case> cases;
+  for (DType act : {DType::F32, DType::BF16, DType::F16})
+    for (const OpCaseSpec& spec : op_cases(act))
+      if (spec.op == "nf4_dequantize") cases.push_back(nf4_case(spec));
+  cases.push_back(nf4_case(nf4_dequantize_case(DType::F32, int64_t{65536} * 256 + 1058, "past the grid-stride cap")));
+  return cases;
+}
+
+class CudaNf4 : public CudaTest, public ::testing::WithParamInterface<Nf4Case> {};
+
+TEST_P(CudaNf4, MatchesCpuBackendBitForBit) {
+  const tt::OpCase c = prepared(GetParam().spec.make(), *cpu);
+  const TensorCheck r = check_case(c, *cuda, *cpu);
+  EXPECT_TRUE(r.ok) << r.tensor << ": max |cuda - cpu| " << r.max_abs << " (max_rel " << r.max_rel << ")";
+}
+
+INSTANTIATE_TEST_SUITE_P(Nf4, CudaNf4, ::testing::ValuesIn(nf4_cases()),
+                         [](const ::testing::TestParamInfo<Nf4Case>& info) { return info.param.name; });
 
 #endif  // TINYTRAIN_HAVE_CUDA_BACKEND
 

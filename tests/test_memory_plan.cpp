@@ -89,6 +89,48 @@ TEST(MemoryPlan, TrainingAllocatesExactlyWhatThePlanSays) {
   }
 }
 
+// The same for LoRA (the adapters' masters, gradients and state; the base as working weights)
+// and QLoRA (the base's linears as NF4 images and their decoding tile), with every recompute
+// mode and accumulation, on a Llama block (its q, k, v windows) and the seed's GPT-style one.
+TEST(MemoryPlan, LoraAndQloraAllocateExactlyWhatThePlanSays) {
+  ModelConfig llama = arch_preset("llama");
+  llama.vocab_size = 40;
+  llama.d_model = 32;
+  llama.n_head = 4;
+  llama.n_kv_head = 2;
+  llama.n_layer = 2;
+  llama.d_ff = 40;
+  llama.max_seq_len = 16;
+  for (const ModelConfig& model : {llama, ModelConfig{}}) {
+    for (bool nf4 : {false, true}) {
+      for (Precision precision : {Precision::FP32, Precision::BF16}) {
+        for (Recompute recompute : {Recompute::None, Recompute::Layer}) {
+          for (int grad_accum : {1, 2}) {
+            TrainOptions o;
+            o.model = model;
+            o.run.batch = 4;
+            o.run.seq = 16;
+            o.precision = precision;
+            o.recompute = recompute;
+            o.grad_accum = grad_accum;
+            o.lora.rank = 4;
+            o.lora.dropout = 0.1f;
+            o.lora.targets = lora_module_names(model);
+            o.lora.nf4_base = nf4;
+            const MemoryPlan plan = plan_training(o, "cpu");
+            CountingBackend backend;
+            Trainer trainer(backend, o);
+            EXPECT_EQ(backend.sizes, planned_arenas(plan))
+                << (model.llama_block() ? "llama" : "seed") << (nf4 ? " nf4 " : " ") << precision_name(precision)
+                << " recompute " << recompute_name(recompute) << " accum " << grad_accum;
+            EXPECT_EQ(trainer.bytes(), plan.device_bytes());
+          }
+        }
+      }
+    }
+  }
+}
+
 // docs/memory.md derives the seed config's activation bytes: none 56,705,024; ffn 39,927,808
 // (the two (N, d_ff) buffers shared by both layers); layer 36,225,024 (one layer's set shared,
 // only each layer's output kept): layer / none = 0.639.

@@ -194,8 +194,9 @@ TEST(OpsCommand, CheckPassesOnTheEmulatedCudaBackend) {
     std::vector<std::string> dtypes;
     size_t cases;  // ops x workloads (2) x variants x dtypes
   };
-  // linear_backward, layernorm_backward, embedding_backward: gradients added and written
-  for (const Run& run : {Run{{"--op", "linear"}, {"linear_forward", "linear_backward"}, {"fp32", "bf16", "fp16"}, 18},
+  // linear_backward, layernorm_backward, embedding_backward: gradients added and written;
+  // linear_backward also with a frozen weight (LoRA's base): 1 + 3 variants of 2 workloads x 3
+  for (const Run& run : {Run{{"--op", "linear"}, {"linear_forward", "linear_backward"}, {"fp32", "bf16", "fp16"}, 24},
                          // every op named *attention*: forward and backward causal and full at both
                          // workloads, and at the 13 odd shapes (T 1, 37, 70, 130, 1024; HS 8, 40, 64,
                          // 128; 4 query heads on 2 and on 1 key/value heads), and decode (a key/value
@@ -232,7 +233,9 @@ TEST(OpsCommand, CheckPassesOnTheEmulatedCudaBackend) {
                          Run{{"--op", "attention_decode"}, {"attention_decode"}, {"fp32", "bf16", "fp16"}, 12},
                          // growth and backoff, once each (no sizes); the zeroing of both workloads' gradients
                          Run{{"--op", "loss_scaler_update"}, {"loss_scaler_update"}, {"fp32"}, 2},
-                         Run{{"--op", "fill_zero"}, {"fill_zero"}, {"fp32"}, 2}}) {
+                         Run{{"--op", "fill_zero"}, {"fill_zero"}, {"fp32"}, 2},
+                         // NF4's decoding: both workloads' (F,C) weight and a partial group, bit for bit
+                         Run{{"--op", "nf4"}, {"nf4_dequantize"}, {"fp32", "bf16", "fp16"}, 9}}) {
     std::vector<std::string> args = {"ops", "check", "--backend", "cuda-emu"};
     args.insert(args.end(), run.flags.begin(), run.flags.end());
     const CliResult r = run_tinytrain(args, dir);

@@ -217,6 +217,8 @@ int step_of_name(const std::string& name) {
 // their dtypes and shapes (so the file holds every byte allocated here); the checksum; the step.
 struct CheckedCheckpoint {
   ModelConfig model;
+  LoraConfig lora;  // rank 0: the file holds the model's parameters; else its LoRA adapters
+  ParamLayout layout;  // of what the file holds: ParamLayout(model) or lora_layout(model, lora)
   TrainingState state;
   int step = 0;
 };
@@ -238,7 +240,9 @@ CheckedCheckpoint read_checked(const std::string& path, const SafetensorsFile& f
   // corrupted digit in the config is reported as corruption, not as a setting of another run.
   CheckedCheckpoint c;
   c.model = model_config_from_json(meta("config"), where("config"));
-  const ParamLayout layout(c.model);
+  if (file.metadata().count("lora")) c.lora = lora_config_from_json(meta("lora"), where("lora"));
+  c.layout = c.lora.enabled() ? lora_layout(c.model, c.lora) : ParamLayout(c.model);
+  const ParamLayout& layout = c.layout;
   const size_t P = static_cast<size_t>(layout.total());
   c.state.params.resize(P);
   c.state.exp_avg.resize(P);
@@ -320,6 +324,7 @@ void save_checkpoint(const std::string& path, Trainer& trainer, int step, const 
       {"loss_scaler", loss_scaler_json(s.init_scale, s.growth_factor, s.backoff_factor, s.growth_interval).dump()},
       {"step", std::to_string(step)},
   };
+  if (o.lora.enabled()) metadata["lora"] = lora_config_to_json(o.lora);
   for (const auto& [key, value] : extra)
     if (key == "checksum" || !metadata.emplace(key, value).second)
       throw std::invalid_argument("save_checkpoint: extra metadata '" + key + "' is a checkpoint field");
@@ -339,12 +344,17 @@ int load_checkpoint(const std::string& path, Trainer& trainer, const TrainOption
   auto where = [&](const std::string& key) { return path + ": metadata '" + key + "'"; };
   CheckedCheckpoint checked = read_checked(path, file);
   const ModelConfig& model = checked.model;
-  const ParamLayout layout(model);
+  const ParamLayout& layout = checked.layout;
   const int step = checked.step;
   TrainingState& state = checked.state;
 
   // --- the run it continues: everything that decides the numbers of the next steps
   require_same_fields(path, "", json::parse(model_config_to_json(model)), json::parse(model_config_to_json(o.model)));
+  // LoRA: the same adapters (the base they sit on is compared through `extra`: the train loop's
+  // fingerprint of it)
+  const std::string none = "none";
+  require_same(path, "lora", checked.lora.enabled() ? json::parse(lora_config_to_json(checked.lora)) : json(none),
+               o.lora.enabled() ? json::parse(lora_config_to_json(o.lora)) : json(none));
   const AdamWConfig optimizer = adamw_config_from_json(meta("optimizer"), where("optimizer"));
   require_same_fields(path, "", json::parse(adamw_config_to_json(optimizer)),
                       json::parse(adamw_config_to_json(o.optimizer)));
@@ -375,19 +385,34 @@ int load_checkpoint(const std::string& path, Trainer& trainer, const TrainOption
   return step;
 }
 
-CheckpointModel read_checkpoint_model(const std::string& path) {
+namespace {
+
+// A checkpoint's parameters (or adapters), checked finite, with what describes them.
+CheckpointModel read_checkpoint_params(const std::string& path, bool adapters) {
   const SafetensorsFile file = SafetensorsFile::open(path);
   CheckedCheckpoint checked = read_checked(path, file);
-  const ParamLayout layout(checked.model);
+  if (checked.lora.enabled() && !adapters)
+    throw InputError(path + ": holds LoRA adapters, not a whole model: fold them into their base first "
+                            "(tinytrain merge --base BASE --adapter " + path + " --out DIR)");
+  if (!checked.lora.enabled() && adapters)
+    throw InputError(path + ": a checkpoint of a run without LoRA (--lora-rank): it holds no adapters");
+  const ParamLayout& layout = checked.layout;
   check_elements(path, layout, "", checked.state.params, "parameters must be finite",
                  [](float v) { return !std::isfinite(v); });
   CheckpointModel out;
   out.config = checked.model;
+  out.lora = checked.lora;
   out.params = std::move(checked.state.params);
   out.metadata = file.metadata();
   out.step = checked.step;
   return out;
 }
+
+}  // namespace
+
+CheckpointModel read_checkpoint_model(const std::string& path) { return read_checkpoint_params(path, false); }
+
+CheckpointModel read_checkpoint_adapters(const std::string& path) { return read_checkpoint_params(path, true); }
 
 std::vector<float> read_state_dict(const std::string& path, const ModelConfig& config) {
   const SafetensorsFile file = SafetensorsFile::open(path);  // truncated, malformed: refused here

@@ -81,11 +81,16 @@ int load_checkpoint(const std::string& path, Trainer& trainer, const TrainOption
 // problem one InputError "<path>: ...". `metadata` is every entry of the file (notes too).
 struct CheckpointModel {
   ModelConfig config;
-  std::vector<float> params;  // ParamLayout(config) order
+  LoraConfig lora;            // read_checkpoint_adapters: the adapters' config (rank 0 otherwise)
+  std::vector<float> params;  // ParamLayout(config) order; read_checkpoint_adapters: lora_layout order
   std::map<std::string, std::string> metadata;
   int step = 0;
 };
 CheckpointModel read_checkpoint_model(const std::string& path);
+// The same for a LoRA run's checkpoint: its model config (the base's), its LoRA config and the
+// adapters (`tinytrain export --format peft`, `tinytrain merge`). Throws InputError for a
+// checkpoint of a run without LoRA.
+CheckpointModel read_checkpoint_adapters(const std::string& path);
 
 // `train --init-from FILE`: the initial parameters from a plain safetensors file (a PyTorch
 // state_dict, tools/torch_interop.py export) holding every parameter of `config` under its

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "engine/config.h"
+#include "engine/nf4_weight.h"
 #include "engine/ops/op_tolerance.h"
 #include "engine/rng.h"
 
@@ -113,6 +114,14 @@ class CaseBuilder {
     t.tol = compare ? 0.0 : -1.0;
     return push(std::move(t));
   }
+  // A U8 tensor with given contents, not compared (an NF4 weight's codes).
+  int bytes(const std::string& name, Shape shape, const std::vector<uint8_t>& values) {
+    CaseTensor t = blank(name, DType::U8, shape);
+    t.ids.assign(values.begin(), values.end());
+    return push(std::move(t));
+  }
+  // n random values in [lo, hi) that are no tensor of the case (what an input is made from).
+  std::vector<float> random_values(int64_t n, float lo, float hi) { return uniform(n, lo, hi); }
   // An absent optional tensor: null data.
   int absent(const std::string& name) {
     CaseTensor t = blank(name, DType::F32, Shape{});
@@ -281,6 +290,48 @@ void linear_cases_at(Table& t, int N, int I, int O) {
 }
 
 void linear_cases(Table& t, const Workload& w) { linear_cases_at(t, w.N(), w.C(), w.F()); }
+
+// ---- a frozen linear (LoRA's base): the input gradient only, added to a residual's ----
+void frozen_linear_cases(Table& t, const Workload& w) {
+  const DType act = t.dtype();
+  const int N = w.N(), I = w.C(), O = w.F();
+  const std::string shape = "N" + std::to_string(N) + " I" + std::to_string(I) + " O" + std::to_string(O);
+  t.add("linear_backward", shape + " frozen weight, input added", [=](CaseBuilder& b, OpCase& c) {
+    const int x = b.input("inp", {N, I});
+    const int weight = b.input("weight", {O, I});
+    const int dout = b.input("dout", {N, O});
+    const int dx = b.updated("dinp", {N, I}, gemm_reduction_tol(O + 1, act));  // O products onto the start value
+    const int dw = b.absent("dweight");
+    const int db = b.absent("dbias");
+    c.run = [=](Backend& be, const CaseViews& v) {
+      be.linear_backward(v[dx], v[dw], v[db], v[dout], v[x], v[weight], ParamGrads::Add, InputGrad::Add);
+    };
+    c.cost = [=](const CaseViews& v) {
+      return linear_backward_cost(v[dx], v[dw], v[db], v[dout], v[x], v[weight], ParamGrads::Add, InputGrad::Add);
+    };
+  });
+}
+
+// ---- column windows (LoRA's adapters on part of a fused projection): a window of (N, 3C) from
+// column C, as k_proj's of in_proj; the scale rounded into each element, then the add ----
+void column_window_cases(Table& t, const Workload& w) {
+  const int N = w.N(), C = w.C(), O = 3 * w.C(), W = w.C() / 2;
+  const float scale = 2.5f;
+  const std::string shape = "N" + std::to_string(N) + " O" + std::to_string(O) + " window [" + std::to_string(C) +
+                            ", " + std::to_string(C + W) + ") scale " + num(scale);
+  t.add("add_scaled_columns", shape, [=](CaseBuilder& b, OpCase& c) {
+    const int delta = b.input("delta", {N, W});
+    const int out = b.updated("out", {N, O}, kElementwiseTol);
+    c.run = [=](Backend& be, const CaseViews& v) { be.add_scaled_columns(v[out], C, v[delta], scale); };
+    c.cost = [=](const CaseViews& v) { return elementwise_cost({v[delta], v[delta]}, v[delta]); };
+  });
+  t.add("copy_scaled_columns", shape, [=](CaseBuilder& b, OpCase& c) {
+    const int inp = b.input("inp", {N, O});
+    const int out = b.output("out", {N, W}, kElementwiseTol);
+    c.run = [=](Backend& be, const CaseViews& v) { be.copy_scaled_columns(v[out], v[inp], C, scale); };
+    c.cost = [=](const CaseViews& v) { return elementwise_cost({v[out]}, v[out]); };
+  });
+}
 
 // ---- attention: qkv (B,T,W) -> out (B,T,C), lse (B,NH,T); backward dqkv ----
 struct AttentionCase {
@@ -791,7 +842,37 @@ void fill_zero_cases(Table& t, const Workload& w) {
   });
 }
 
+// ---- nf4_dequantize: a frozen weight in NF4 (kernels/common/nf4.h) -> out (n) in the storage dtype ----
+// The workload's largest weight (F,C): 64-weight blocks and groups of 256 absmax codes, full at
+// the seed's sizes, partial at the odd one's.
+void nf4_cases(Table& t, const Workload& w) {
+  const int64_t n = static_cast<int64_t>(w.F()) * w.C();
+  t.specs().push_back(nf4_dequantize_case(t.dtype(), n, "(F,C)"));
+}
+
 }  // namespace
+
+OpCaseSpec nf4_dequantize_case(DType dtype, int64_t n, const std::string& what) {
+  Table table(dtype);
+  table.add("nf4_dequantize", "n" + std::to_string(n) + " " + what, [n](CaseBuilder& b, OpCase& c) {
+    // weights of a model's size, quantised on the host: what the backends decode
+    const std::vector<float> weights = b.random_values(n, -0.05f, 0.05f);
+    const Nf4Weight q = quantize_nf4(weights.data(), n);
+    const int codes = b.bytes("codes", {n / 2}, q.codes);
+    const int absmax_codes = b.bytes("absmax codes", {static_cast<int64_t>(q.absmax_codes.size())}, q.absmax_codes);
+    const int absmax2 =
+        b.state_f32("absmax2", {static_cast<int64_t>(q.absmax2.size())}, q.absmax2, -1.0);
+    const int offset = b.state_f32("offset", {1}, {q.offset}, -1.0);
+    // bit for bit: both backends do nf4.h's fp32 operations in its order, then round once to the type
+    const int out = b.output("out", {n}, 0.0);
+    auto nf4_at = [=](const CaseViews& v) { return Nf4Tensor{v[codes], v[absmax_codes], v[absmax2], v[offset]}; };
+    c.run = [=](Backend& be, const CaseViews& v) { be.nf4_dequantize(v[out], nf4_at(v)); };
+    c.cost = [=](const CaseViews& v) {
+      return elementwise_cost({v[codes], v[absmax_codes], v[absmax2], v[offset]}, v[out]);
+    };
+  });
+  return table.specs().front();
+}
 
 std::vector<std::string> op_names() {
   return {"embedding_forward",  "embedding_backward",  "linear_forward",    "linear_backward",
@@ -800,9 +881,10 @@ std::vector<std::string> op_names() {
           "layernorm_forward",  "layernorm_backward",  "dropout_residual_layernorm_forward",
           "layernorm_residual_dropout_backward", "activation_forward", "activation_backward",
           "activation_dropout_forward", "activation_dropout_backward",
-          "dropout_forward",    "dropout_backward",    "residual_forward",  "cross_entropy_forward_backward",
+          "dropout_forward",    "dropout_backward",    "residual_forward",  "add_scaled_columns",
+          "copy_scaled_columns", "cross_entropy_forward_backward",
           "cast",               "fill_zero",           "grad_norm_check",   "adamw_step",
-          "adamw_step_and_scaler_update", "loss_scaler_update"};
+          "adamw_step_and_scaler_update", "loss_scaler_update", "nf4_dequantize"};
 }
 
 std::vector<AttentionShape> attention_sweep_shapes() {
@@ -831,6 +913,8 @@ std::vector<OpCaseSpec> op_cases(DType dtype) {
   for (const Workload& w : {seed_workload(), odd_workload()}) {
     embedding_cases(table, w);
     linear_cases(table, w);
+    frozen_linear_cases(table, w);
+    column_window_cases(table, w);
     attention_cases(table, w);
     decode_cases(table, w);
     rope_cases(table, w);
@@ -840,12 +924,15 @@ std::vector<OpCaseSpec> op_cases(DType dtype) {
     elementwise_cases(table, w);
     cross_entropy_cases(table, w);
     cast_cases(table, w);
+    nf4_cases(table, w);
     if (dtype == DType::F32) {
       fill_zero_cases(table, w);
       optimizer_cases(table, w);
     }
   }
   attention_odd_cases(table);                          // their own sizes: one set of cases
+  // two full groups of 256 absmax codes and a partial one of 38, whose last block has 30 weights
+  table.specs().push_back(nf4_dequantize_case(dtype, int64_t{64} * (2 * 256 + 37) + 30, "partial group"));
   if (dtype == DType::F32) loss_scaler_cases(table);  // no sizes: one set of cases
   // in table order (op_names), each op's workloads together
   std::vector<OpCaseSpec> ordered;

@@ -24,7 +24,7 @@ struct CaseTensor {
   DType dtype = DType::F32;
   Shape shape;
   std::vector<float> values;  // F32, BF16, F16: the contents (16-bit: values of the type, exact)
-  std::vector<int32_t> ids;   // I32: the contents
+  std::vector<int32_t> ids;   // I32: the contents; U8: the contents, one byte each
   double tol = -1.0;          // < 0: not compared; 0: bit for bit; > 0: max |got - want| / max |want|
   bool absent = false;        // an optional tensor passed with null data (no bias, no wpe)
   int targets = -1;           // >= 0: an (N,V) tensor compared row target and the rest apart,
@@ -74,5 +74,10 @@ std::vector<AttentionShape> attention_sweep_shapes();  // the sweep's shapes, in
 // batch of 8 x 1024 tokens (d_model 768: qkv 768 -> 2304, out_proj 768 -> 768, the FFN's 768 ->
 // 3072 and 3072 -> 768): the GEMM ladder's shapes (docs/gemm.md).
 std::vector<OpCaseSpec> gpt2_gemm_cases(DType dtype);
+
+// nf4_dequantize of n random weights (quantised on the host, engine/nf4_weight.h) into an output
+// in `dtype`, compared bit for bit; `what` ends its shape column. op_cases holds some; the CUDA
+// op tests add one past the grid-stride cap (tests/test_cuda_ops.cpp).
+OpCaseSpec nf4_dequantize_case(DType dtype, int64_t n, const std::string& what);
 
 }  // namespace tt

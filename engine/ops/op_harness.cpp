@@ -26,7 +26,9 @@ ArenaPlan plan_of(const OpCase& c) {
 // A tensor's contents as the bytes its dtype stores.
 std::vector<uint8_t> stored_bytes(const CaseTensor& t) {
   std::vector<uint8_t> bytes(static_cast<size_t>(t.shape.numel()) * dtype_size(t.dtype));
-  if (t.dtype == DType::I32) {
+  if (t.dtype == DType::U8) {
+    std::copy(t.ids.begin(), t.ids.end(), bytes.begin());
+  } else if (t.dtype == DType::I32) {
     std::memcpy(bytes.data(), t.ids.data(), bytes.size());
   } else if (t.dtype == DType::F32) {
     std::memcpy(bytes.data(), t.values.data(), bytes.size());
@@ -60,7 +62,9 @@ std::vector<double> CaseMemory::read(size_t i) const {
   backend_.copy_to_host(bytes.data(), view.data, bytes.size());
   std::vector<double> values(static_cast<size_t>(view.numel()));
   for (size_t k = 0; k < values.size(); ++k) {
-    if (view.dtype == DType::F32 || view.dtype == DType::I32) {
+    if (view.dtype == DType::U8) {
+      values[k] = bytes[k];
+    } else if (view.dtype == DType::F32 || view.dtype == DType::I32) {
       float f;
       int32_t n;
       std::memcpy(view.dtype == DType::F32 ? static_cast<void*>(&f) : static_cast<void*>(&n), bytes.data() + 4 * k, 4);
@@ -82,7 +86,7 @@ OpCase prepared(OpCase c, Backend& reference) {
     CaseTensor& t = c.tensors[i];
     if (t.absent) continue;
     const std::vector<double> now = memory.read(i);
-    if (t.dtype == DType::I32)
+    if (t.dtype == DType::I32 || t.dtype == DType::U8)
       t.ids.assign(now.begin(), now.end());
     else
       t.values.assign(now.begin(), now.end());  // values of the tensor's type: exact in float

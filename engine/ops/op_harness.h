@@ -17,7 +17,7 @@ class CaseMemory {
  public:
   CaseMemory(Backend& backend, const OpCase& c);
   const CaseViews& views() const { return views_; }
-  // Tensor i as it is now, widened to double: 16-bit values and int32 ids exactly.
+  // Tensor i as it is now, widened to double: 16-bit values, int32 ids and bytes exactly.
   std::vector<double> read(size_t i) const;
 
  private:

@@ -60,10 +60,11 @@ OpCost linear_backward_cost(Tensor dinp, Tensor dweight, Tensor dbias, Tensor do
                             ParamGrads grads, InputGrad input) {
   const double O = static_cast<double>(weight.shape[0]), I = static_cast<double>(weight.shape[1]);
   const double N = static_cast<double>(inp.numel()) / I;
-  const bool input_gradient = dinp.data != nullptr;
+  const bool input_gradient = dinp.data != nullptr, weight_gradient = dweight.data != nullptr;  // (frozen: none)
   OpCost c;
-  c.flops = 2 * N * I * O * (input_gradient ? 2 : 1);
-  c.bytes = bytes_of(dout) + bytes_of(inp) + param_grad(dweight, grads) + param_grad(dbias, grads);
+  c.flops = 2 * N * I * O * ((input_gradient ? 1 : 0) + (weight_gradient ? 1 : 0));
+  c.bytes = bytes_of(dout);
+  if (weight_gradient) c.bytes += bytes_of(inp) + param_grad(dweight, grads) + param_grad(dbias, grads);
   if (input_gradient) c.bytes += bytes_of(weight) + (input == InputGrad::Add ? accumulated(dinp) : bytes_of(dinp));
   return c;
 }

@@ -210,6 +210,17 @@ void ProfilingBackend::residual_forward(Tensor out, Tensor a, Tensor b) {
   timed("residual_forward", elementwise_cost({a, b}, out), [&] { inner_.residual_forward(out, a, b); });
 }
 
+// out's window read and written, delta read: three window-sized passes (delta's size each)
+void ProfilingBackend::add_scaled_columns(Tensor out, int64_t first, Tensor delta, float scale) {
+  timed("add_scaled_columns", elementwise_cost({delta, delta}, delta),
+        [&] { inner_.add_scaled_columns(out, first, delta, scale); });
+}
+
+// inp's window read, out written: out's size each
+void ProfilingBackend::copy_scaled_columns(Tensor out, Tensor inp, int64_t first, float scale) {
+  timed("copy_scaled_columns", elementwise_cost({out}, out), [&] { inner_.copy_scaled_columns(out, inp, first, scale); });
+}
+
 void ProfilingBackend::cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
                                                       Tensor dloss_scale, int64_t mean_over) {
   timed("cross_entropy", cross_entropy_cost(losses, dlogits, logits, targets, dloss_scale),
@@ -242,6 +253,12 @@ void ProfilingBackend::adamw_step_and_scaler_update(Tensor params, Tensor grads,
           inner_.adamw_step_and_scaler_update(params, grads, exp_avg, exp_avg_sq, step_count, train_step, hyper, s,
                                               scaler);
         });
+}
+
+// the four parts of the NF4 weight read, out written
+void ProfilingBackend::nf4_dequantize(Tensor out, const Nf4Tensor& w) {
+  timed("nf4_dequantize", elementwise_cost({w.codes, w.absmax_codes, w.absmax2, w.offset}, out),
+        [&] { inner_.nf4_dequantize(out, w); });
 }
 
 }  // namespace tt

@@ -39,7 +39,10 @@ TT_HD Philox4 philox4x32_10(Philox4 ctr, uint32_t key0, uint32_t key1) {
 }
 
 // Where a dropout mask is used: one site per dropout in a layer.
-enum class DropoutSite : uint32_t { AttentionWeights = 0, AttentionOutput = 1, FfnHidden = 2, FfnOutput = 3 };
+// LoraInput + i: the input of a layer's LoRA target i (engine/lora.h), one mask per adapter as
+// PEFT's per-module lora_dropout draws.
+enum class DropoutSite : uint32_t { AttentionWeights = 0, AttentionOutput = 1, FfnHidden = 2, FfnOutput = 3,
+                                    LoraInput = 4 };
 
 // Identifies one dropout mask: mask = f(seed, step, layer, site, element index).
 struct DropoutKey {

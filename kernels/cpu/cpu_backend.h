@@ -47,6 +47,8 @@ class CpuBackend : public Backend {
   void activation_dropout_backward(Tensor dinp, Tensor dout, Tensor inp, Activation act,
                                    const DropoutMask& dropout) override;
   void residual_forward(Tensor out, Tensor a, Tensor b) override;
+  void add_scaled_columns(Tensor out, int64_t first, Tensor delta, float scale) override;
+  void copy_scaled_columns(Tensor out, Tensor inp, int64_t first, float scale) override;
   void rope_forward(Tensor qkv, int NH, int KVH, int first_pos, float theta) override;    // rope.cpp
   void rope_backward(Tensor dqkv, int NH, int KVH, int first_pos, float theta) override;
   void cross_entropy_forward_backward(Tensor losses, Tensor dlogits, Tensor logits, Tensor targets,
@@ -56,6 +58,7 @@ class CpuBackend : public Backend {
   void adamw_step(Tensor params, Tensor grads, Tensor exp_avg, Tensor exp_avg_sq, Tensor step_count,
                   Tensor train_step, const AdamWHyper& hyper, const LossScalerState& s) override;
   void loss_scaler_update(const LossScalerState& s, const LossScalerConfig& config, Tensor step) override;
+  void nf4_dequantize(Tensor out, const Nf4Tensor& w) override;  // nf4.cpp
 
  private:
   // Activation::Swiglu, with the FFN's dropout (swiglu.cpp): the activation ops call these

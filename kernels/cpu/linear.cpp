@@ -26,7 +26,8 @@ void CpuBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor bi
 }
 
 // dout (N,O) -> dinp (N,I) = dout W (skipped when null; InputGrad::Add: added to dinp),
-// dweight (O,I) = dout^T inp, dbias (O) = column sums of dout (written or added: grads)
+// dweight (O,I) = dout^T inp, dbias (O) = column sums of dout (written or added: grads; both
+// skipped when dweight has null data: a frozen weight)
 void CpuBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tensor dout, Tensor inp, Tensor weight,
                                  ParamGrads grads, InputGrad input) {
   if (input == InputGrad::Add && dinp.data) {
@@ -44,6 +45,7 @@ void CpuBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Tens
   const bool add = grads == ParamGrads::Add;
   if (dinp.data)
     gemm_f32(false, false, N, I, O, d, O, weight.f32(), I, 0.0f, dinp.f32(), I);
+  if (!dweight.data) return;  // a frozen weight (LoRA's base): no weight or bias gradient
   gemm_f32(true, false, O, I, N, d, O, inp.f32(), I, add ? 1.0f : 0.0f, dweight.f32(), I);
   if (dbias.data) {
     // Column sums, a block of columns per task, walking dout row by row: each row's span is

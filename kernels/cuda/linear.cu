@@ -386,7 +386,8 @@ void CudaBackend::linear_forward(Tensor out, Tensor inp, Tensor weight, Tensor b
 }
 
 // dout (N,O) -> dinp (N,I) = dout W (skipped when null; InputGrad::Add: added to dinp),
-// dweight (O,I) = dout^T inp, dbias (O) = column sums of dout (both written or added: grads).
+// dweight (O,I) = dout^T inp, dbias (O) = column sums of dout (both written or added: grads;
+// both skipped when dweight has null data: a frozen weight).
 // Work enqueued: the dinp GEMM (when dinp is given) and the dW GEMM, which also makes dbias on a
 // rung of our GEMM ladder (written or added), and on cuBLASLt in ParamGrads::Write when it fuses
 // the BGRADB epilogue; otherwise one column-sum launch.
@@ -396,13 +397,14 @@ void CudaBackend::linear_backward(Tensor dinp, Tensor dweight, Tensor dbias, Ten
   const int O = static_cast<int>(weight.shape[0]);
   const DType dtype = shared_storage_dtype("linear_backward", {dinp, dout, inp, weight});
   const DType type = dtype;
-  float* dw = dweight.f32();  // parameter gradients: F32 whatever the activations' storage
+  float* dw = dweight.data ? dweight.f32() : nullptr;  // parameter gradients: F32 whatever the activations' storage
   float* db = dbias.data ? dbias.f32() : nullptr;
   const bool add = grads == ParamGrads::Add;
   // dinp^T (I,N) = W^T (I,O) dout^T (O,N), overwritten, or added in the GEMM (beta = 1)
   if (dinp.data)
     matmul(I, N, O, false, false, weight.data, dout.data, type, dinp.data, type, nullptr,
            input == InputGrad::Add ? 1.0f : 0.0f);
+  if (!dweight.data) return;  // a frozen weight (LoRA's base): no weight or bias gradient
   // dW^T (I,O) = inp^T (I,N) op_T(dout^T (O,N)), written or accumulated in place: 16-bit (or
   // fp32) inputs, fp32 accumulation into the fp32 gradient. dbias from the same GEMM (dout summed
   // over the tokens, k = N): always on our rungs; on cuBLASLt written by its BGRADB epilogue, when

@@ -13,7 +13,10 @@
 
 #include "engine/backend_select.h"
 #include "kernels/cpu/cpu_backend.h"
+#include "engine/init.h"
+#include "engine/lora.h"
 #include "engine/memory_plan.h"
+#include "engine/token_batch.h"
 #include "parallel/communicator.h"
 #include "tests/memory_checks.h"
 #include "tests/mpi/world.h"
@@ -120,6 +123,71 @@ TEST(DataParallel, ZeroOneHoldsWhatThePlanSays) {
 }
 
 // The batch must split evenly: one line naming both numbers.
+// LoRA (engine/lora.h): the trainable buffers are the adapters, so they alone are reduced (the
+// all-reduce, buckets and ZeRO-1 see only them); W ranks match the single process with the
+// fp32 accumulation tolerances above, dropout on the model and the adapters' inputs: the first
+// step's adapter gradients (summed in grads() without ZeRO), every loss, and the adapters after
+// the last step.
+TEST(DataParallel, LoraReducesOnlyTheAdaptersAndMatchesTheSingleProcess) {
+  set_cpu_threads(1);
+  auto cpu = make_cpu_backend();
+  ModelConfig c = arch_preset("llama");
+  c.vocab_size = 64;
+  c.d_model = 32;
+  c.n_head = 4;
+  c.n_kv_head = 2;
+  c.n_layer = 2;
+  c.d_ff = 48;
+  c.max_seq_len = 16;
+  c.dropout = 0.1f;
+  const int B = 8, T = 16, steps = 3;
+  const double lr = 1e-3;
+  AdamWConfig opt;
+  opt.lr = lr;
+  const std::vector<float> base = init_params(ParamLayout(c), c, 3, InitScheme::HuggingFace);
+  auto run = [&](Communicator* ranks, const DataParallelOptions& dp, std::vector<float>& first_grads) {
+    TrainOptions o = test::trainer_options(c, opt, B, T, 21);
+    o.lora.rank = 4;
+    o.lora.dropout = 0.1f;
+    o.lora.targets = lora_module_names(c);
+    o.data_parallel = dp;
+    Trainer trainer(*cpu, o, ranks);
+    trainer.model().load_base(base.data());
+    trainer.load_params(lora_init(trainer.model().layout(), 21).data());
+    EXPECT_EQ(trainer.model().grads().numel(), lora_layout(c, o.lora).total());  // all that is reduced
+    std::vector<int32_t> x(B * T), y(B * T);
+    std::vector<double> losses;
+    for (int s = 0; s < steps; ++s) {
+      random_batch(21, s, B, T, c.vocab_size, x.data(), y.data());
+      trainer.load_batch(x.data(), y.data(), s);
+      trainer.forward_backward();
+      if (s == 0) first_grads = read_floats(*cpu, trainer.model().grads());
+      trainer.optimizer_step();
+      losses.push_back(trainer.read_loss());
+    }
+    std::vector<float> adapters = read_floats(*cpu, trainer.model().params());
+    adapters.insert(adapters.end(), losses.begin(), losses.end());  // (losses last, for one return)
+    return adapters;
+  };
+  const AccumulationTolerances tol = accumulation_tolerances(Precision::FP32, int64_t{B} * T, lr, steps);
+  std::vector<float> single_grads, ranks_grads;
+  const std::vector<float> single = run(nullptr, {}, single_grads);
+  for (const DataParallelOptions& dp : data_parallel_variants()) {
+    SCOPED_TRACE(variant_name(dp));
+    const std::vector<float> ranks = run(&comm(), dp, ranks_grads);
+    ASSERT_EQ(ranks.size(), single.size());
+    float grad_scale = 0.0f;
+    for (float g : single_grads) grad_scale = std::max(grad_scale, std::fabs(g));
+    // (ZeRO-1 sums the gradients into each rank's shard, not into grads(): compared through the adapters)
+    for (size_t i = 0; dp.zero_stage == 0 && i < single_grads.size(); ++i)
+      ASSERT_LE(std::fabs(ranks_grads[i] - single_grads[i]), tol.grad_rel * grad_scale) << "gradient " << i;
+    const size_t adapters = single.size() - steps;
+    for (size_t i = 0; i < adapters; ++i) ASSERT_NEAR(ranks[i], single[i], tol.param_abs) << "adapter " << i;
+    for (int s = 0; s < steps; ++s)
+      EXPECT_NEAR(ranks[adapters + s], single[adapters + s], tol.loss_rel * single[adapters + s]) << "step " << s;
+  }
+}
+
 TEST(DataParallel, BatchNotDivisibleByTheRanksIsRefused) {
   auto cpu = make_cpu_backend();
   const int B = comm().world_size() + 1;
