@@ -53,10 +53,11 @@ struct LoraRun {
 
 // `steps` LoRA steps on random tokens from an hf-initialised base, AdamW lr 1e-2; nf4: QLoRA.
 LoraRun train_lora(Backend& backend, int steps, Recompute recompute = Recompute::None, int grad_accum = 1,
-                   float dropout = 0.1f, bool nf4 = false) {
+                   float dropout = 0.1f, bool nf4 = false, Precision precision = Precision::FP32) {
   AdamWConfig opt;
   opt.lr = 1e-2;
   TrainOptions o = test::trainer_options(tiny_llama(dropout), opt, kB, kT, kSeed);
+  o.precision = precision;
   o.lora = every_module(dropout);
   o.lora.nf4_base = nf4;
   o.recompute = recompute;
@@ -67,6 +68,7 @@ LoraRun train_lora(Backend& backend, int steps, Recompute recompute = Recompute:
   LoraRun run;
   std::vector<int32_t> x(kB * kT), y(x.size());
   for (int s = 0; s < steps; ++s) {
+    if (s > 0) EXPECT_EQ(trainer.scaler().read().skipped_steps, 0) << "step " << s - 1 << " skipped";
     random_batch(kSeed, s, kB, kT, o.model.vocab_size, x.data(), y.data());
     trainer.load_batch(x.data(), y.data(), s);
     trainer.train_step(true);
@@ -175,6 +177,24 @@ TEST(Lora, AccumulationFollowsTheWholeBatch) {
   ASSERT_EQ(halves.adapters.size(), whole.adapters.size());
   for (size_t i = 0; i < whole.adapters.size(); ++i)
     ASSERT_NEAR(halves.adapters[i], whole.adapters[i], 0.1 * lr * steps) << "adapter " << i;
+}
+
+// bf16 and fp16 (the adapters' working copies, the base and the activations 16-bit; fp16's loss
+// scaler on the adapters' gradients) follow fp32: step 0's loss within a quarter u x loss, the
+// band tests/test_loss_scaler.cpp derives for the whole model from the per-token rounding (the
+// adapters add terms of their own size, as any linear does), and every step trains (no skipped
+// step, the loss falling as fp32's does). A 16-bit path that lost the adapters (a window
+// written in fp32 into bf16 memory) moves step 0 by the adapters' size, ~1e-1.
+TEST(Lora, SixteenBitRunsFollowFp32) {
+  auto cpu = make_cpu_backend();
+  const LoraRun fp32 = train_lora(*cpu, 4);
+  for (Precision precision : {Precision::BF16, Precision::FP16}) {
+    SCOPED_TRACE(precision_name(precision));
+    const double u = precision == Precision::BF16 ? std::ldexp(1.0, -8) : std::ldexp(1.0, -11);
+    const LoraRun low = train_lora(*cpu, 4, Recompute::None, 1, 0.1f, false, precision);
+    EXPECT_NEAR(low.losses[0], fp32.losses[0], 0.25 * u * fp32.losses[0]);
+    EXPECT_LT(low.losses.back(), low.losses.front());
+  }
 }
 
 // The CUDA kernels (the column windows, the frozen linears' input-only backward, the rank-r
