@@ -21,18 +21,7 @@ namespace tt {
 namespace {
 
 // A tiny Llama block (GQA, SwiGLU: every kind of column window) with every module adapted.
-ModelConfig tiny_llama(float dropout) {
-  ModelConfig c = arch_preset("llama");
-  c.vocab_size = 64;
-  c.d_model = 32;
-  c.n_head = 4;
-  c.n_kv_head = 2;
-  c.n_layer = 2;
-  c.d_ff = 48;
-  c.max_seq_len = 16;
-  c.dropout = dropout;
-  return c;
-}
+ModelConfig tiny_llama(float dropout) { return test::small_llama(16, dropout); }
 
 LoraConfig every_module(float dropout) {
   LoraConfig lora;

@@ -12,6 +12,7 @@
 #include "cli/train_loop.h"
 #include "kernels/cpu/cpu_backend.h"
 #include "tests/cli_test_util.h"
+#include "tests/test_models.h"
 
 namespace tt {
 namespace {
@@ -93,15 +94,7 @@ TEST(MemoryPlan, TrainingAllocatesExactlyWhatThePlanSays) {
 // and QLoRA (the base's linears as NF4 images and their decoding tile), with every recompute
 // mode and accumulation, on a Llama block (its q, k, v windows) and the seed's GPT-style one.
 TEST(MemoryPlan, LoraAndQloraAllocateExactlyWhatThePlanSays) {
-  ModelConfig llama = arch_preset("llama");
-  llama.vocab_size = 40;
-  llama.d_model = 32;
-  llama.n_head = 4;
-  llama.n_kv_head = 2;
-  llama.n_layer = 2;
-  llama.d_ff = 40;
-  llama.max_seq_len = 16;
-  for (const ModelConfig& model : {llama, ModelConfig{}}) {
+  for (const ModelConfig& model : {test::small_llama(16, 0.0f), ModelConfig{}}) {
     for (bool nf4 : {false, true}) {
       for (Precision precision : {Precision::FP32, Precision::BF16}) {
         for (Recompute recompute : {Recompute::None, Recompute::Layer}) {

@@ -85,6 +85,23 @@ def windows(train, seed, step, B, T):
     return train[idx], train[idx + 1]
 
 
+def peft_losses(model, train, seed, steps, B, T, lr):
+    """`steps` steps of torch.optim.AdamW (tinytrain's defaults) on the model's trainable
+    parameters, the adapters, over tinytrain's windows: every step's loss."""
+    model.train()
+    opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=lr, betas=(0.9, 0.999),
+                            eps=1e-8, weight_decay=0.01)
+    losses = []
+    for step in range(steps):
+        x, y = windows(train, seed, step, B, T)
+        loss = torch.nn.functional.cross_entropy(model(x).logits.reshape(-1, VOCAB), y.reshape(-1))
+        losses.append(loss.item())
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+    return losses
+
+
 def main():
     p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     p.add_argument("tinytrain")
@@ -126,17 +143,7 @@ def main():
         final_run = os.path.join(work, "final.run")
         run(common + lora + ["--steps", steps, "--lr", lr, "--metrics", metrics, "--save-dir", final_run])
         ours = [r["loss"] for r in map(json.loads, open(metrics)) if r.get("loss") is not None]
-        model.train()
-        opt = torch.optim.AdamW([q for q in model.parameters() if q.requires_grad], lr=lr, betas=(0.9, 0.999),
-                                eps=1e-8, weight_decay=0.01)
-        theirs = []
-        for step in range(steps):
-            x, y = windows(train, seed, step, B, T)
-            loss = torch.nn.functional.cross_entropy(model(x).logits.reshape(-1, VOCAB), y.reshape(-1))
-            theirs.append(loss.item())
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        theirs = peft_losses(model, train, seed, steps, B, T, lr)
         gap = max(abs(a - b) for a, b in zip(ours, theirs)) if len(ours) == steps else math.inf
         check("train", gap <= LOSS_ATOL,
               f"{len(ours)} step losses, largest gap {gap:.1e} (limit {LOSS_ATOL:g}); {theirs[0]:.4f} -> {theirs[-1]:.4f}")
@@ -156,17 +163,7 @@ def main():
                     bnb_gap = max(bnb_gap, gap)
         print(f"     (bitsandbytes' own dequantize_4bit is {bnb_gap:.2e} away from the decoding)")
         model_q = PeftModel.from_pretrained(quantised, init_dir, is_trainable=True)
-        model_q.train()
-        opt = torch.optim.AdamW([q for q in model_q.parameters() if q.requires_grad], lr=lr, betas=(0.9, 0.999),
-                                eps=1e-8, weight_decay=0.01)
-        theirs_q = []
-        for step in range(steps):
-            x, y = windows(train, seed, step, B, T)
-            loss = torch.nn.functional.cross_entropy(model_q(x).logits.reshape(-1, VOCAB), y.reshape(-1))
-            theirs_q.append(loss.item())
-            opt.zero_grad()
-            loss.backward()
-            opt.step()
+        theirs_q = peft_losses(model_q, train, seed, steps, B, T, lr)
         gap = max(abs(a - b) for a, b in zip(ours_q, theirs_q)) if len(ours_q) == steps else math.inf
         check("qlora", gap <= LOSS_ATOL,
               f"{len(ours_q)} step losses beside PEFT on bitsandbytes' NF4 codes, largest gap {gap:.1e} "

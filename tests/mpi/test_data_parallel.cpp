@@ -131,15 +131,7 @@ TEST(DataParallel, ZeroOneHoldsWhatThePlanSays) {
 TEST(DataParallel, LoraReducesOnlyTheAdaptersAndMatchesTheSingleProcess) {
   set_cpu_threads(1);
   auto cpu = make_cpu_backend();
-  ModelConfig c = arch_preset("llama");
-  c.vocab_size = 64;
-  c.d_model = 32;
-  c.n_head = 4;
-  c.n_kv_head = 2;
-  c.n_layer = 2;
-  c.d_ff = 48;
-  c.max_seq_len = 16;
-  c.dropout = 0.1f;
+  const ModelConfig c = small_llama(16, 0.1f);
   const int B = 8, T = 16, steps = 3;
   const double lr = 1e-3;
   AdamWConfig opt;
