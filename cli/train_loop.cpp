@@ -217,7 +217,7 @@ void run_training(Backend& backend, const TrainOptions& o, std::ostream& rank0_l
   StepTimer timer(start);
   // Achieved TFLOP/s: the step's model FLOPs (engine/flops.h) over its time, all ranks together;
   // MFU: one rank's share of them over its device's measured peak (engine/profile/mfu.h).
-  const double step_flops = training_step_flops(o.model, B, T, o.recompute).model();
+  const double step_flops = training_step_flops(o.model, B, T, o.recompute, o.lora).model();
   auto tflops_at = [&](double ms_per_step) { return step_flops / (ms_per_step * 1e-3) / 1e12; };
   auto mfu_at = [&](double ms_per_step) { return mfu(tflops_at(ms_per_step) / trainer.world_size(), o.mfu); };
   // " | 0.066 TFLOP/s | MFU 56.4%": what every step line ends with ("?" before the first timing;

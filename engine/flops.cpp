@@ -20,7 +20,8 @@ ForwardFlops forward_flops(const ModelConfig& m, int64_t B, int64_t T) {
   return f;
 }
 
-StepFlops training_step_flops(const ModelConfig& m, int64_t B, int64_t T, Recompute recompute) {
+StepFlops training_step_flops(const ModelConfig& m, int64_t B, int64_t T, Recompute recompute,
+                              const LoraConfig& lora) {
   const ForwardFlops f = forward_flops(m, B, T);
   StepFlops s;
   s.forward = f.total();
@@ -31,6 +32,18 @@ StepFlops training_step_flops(const ModelConfig& m, int64_t B, int64_t T, Recomp
   const double linear1 = f.ffn * F1 / (F1 + F);
   if (recompute == Recompute::Ffn) s.recompute = linear1;
   if (recompute == Recompute::Layer) s.recompute = f.qkv + f.attention + f.out_proj + f.ffn;
+  if (!lora.enabled()) return s;
+  // LoRA: every frozen linear (the head's too) drops its weight gradient, the forward's worth
+  const double linears = f.qkv + f.out_proj + f.ffn + f.head;
+  s.backward -= linears;
+  const double N = static_cast<double>(B) * T, r = lora.rank;
+  for (const LoraTarget& t : lora_targets(m, lora)) {
+    const double adapter = m.n_layer * 2 * N * r * static_cast<double>(t.in + t.out);  // drop(x) A^T, u B^T
+    s.forward += adapter;
+    s.backward += 2 * adapter;
+    if (recompute == Recompute::Layer || (recompute == Recompute::Ffn && t.site == LoraSite::Linear1))
+      s.recompute += adapter;
+  }
   return s;
 }
 

@@ -17,6 +17,7 @@
 #include <cstdint>
 
 #include "engine/config.h"
+#include "engine/lora.h"
 
 namespace tt {
 
@@ -37,6 +38,10 @@ struct ForwardFlops {
 ForwardFlops forward_flops(const ModelConfig& model, int64_t B, int64_t T);
 
 // One optimizer step over a global batch of B sequences of T tokens (all micro-batches, all ranks).
-StepFlops training_step_flops(const ModelConfig& model, int64_t B, int64_t T, Recompute recompute);
+// With LoRA (engine/lora.h) the frozen linears' backward is their input gradient alone (1 x
+// their forward, not 2 x), and the adapters add their two rank-r products forward, twice that
+// backward, and again where --recompute repeats their linear.
+StepFlops training_step_flops(const ModelConfig& model, int64_t B, int64_t T, Recompute recompute,
+                              const LoraConfig& lora = {});
 
 }  // namespace tt

@@ -5,18 +5,21 @@
 #include <gtest/gtest.h>
 
 #include "engine/flops.h"
+#include "engine/lora.h"
 #include "engine/param_layout.h"
 
 namespace tt {
 namespace {
 
 // Elements of the weight matrices that multiply activations: every 2-D parameter but the
-// token and position embeddings (lookups, not products).
+// token and position embeddings (lookups, not products; the Llama block's table by its name).
 double matmul_weights(const ModelConfig& config) {
   double n = 0;
   const ParamLayout layout(config);
   for (const ParamInfo& p : layout.params())
-    if (p.shape.rank == 2 && p.name != "embed.weight" && p.name != "pos_embed.weight") n += p.shape.numel();
+    if (p.shape.rank == 2 && p.name != "embed.weight" && p.name != "model.embed_tokens.weight" &&
+        p.name != "pos_embed.weight")
+      n += p.shape.numel();
   return n;
 }
 
@@ -50,6 +53,29 @@ TEST(Flops, LinearWorkIsTwoFlopsPerWeightPerTokenAndAttentionCountsTheMaskedPair
       EXPECT_DOUBLE_EQ(layer.hardware(), layer.model() + layer.recompute);
     }
   }
+}
+
+// LoRA: the frozen linears' weight gradients drop out of the backward (their forward's worth:
+// 2 N per weight of every linear), and the adapters' products add 2 N per adapter parameter
+// (A's and B's: lora_layout's total) forward and twice that backward.
+TEST(Flops, LoraDropsTheFrozenWeightGradientsAndAddsTheAdapters) {
+  ModelConfig m = arch_preset("llama");
+  m.d_model = 64;
+  m.n_head = 4;
+  m.n_kv_head = 2;
+  m.d_ff = 96;
+  m.n_layer = 3;
+  const int64_t B = 4, T = 32;
+  const double tokens = static_cast<double>(B * T);
+  LoraConfig lora;
+  lora.rank = 8;
+  lora.targets = lora_module_names(m);
+  const ForwardFlops f = forward_flops(m, B, T);
+  const double linears = 2 * tokens * matmul_weights(m), adapters = 2 * tokens * lora_layout(m, lora).total();
+  const StepFlops step = training_step_flops(m, B, T, Recompute::None, lora);
+  EXPECT_DOUBLE_EQ(step.forward, f.total() + adapters);
+  EXPECT_DOUBLE_EQ(step.backward, 2 * f.total() - linears + 2 * adapters);
+  EXPECT_DOUBLE_EQ(training_step_flops(m, B, T, Recompute::Layer, lora).recompute, f.total() - f.head + adapters);
 }
 
 }  // namespace

@@ -92,7 +92,12 @@ void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
   }
   ProfilingBackend profiler(backend);
   Trainer trainer(profiler, t);
-  trainer.load_params(init_params(trainer.model().layout(), t.model, t.run.seed, t.init).data());
+  if (t.lora.enabled()) {  // (a base drawn from --seed: the ops and their shapes are a fine-tune's)
+    trainer.model().load_base(init_params(trainer.model().base_layout(), t.model, t.run.seed, t.init).data());
+    trainer.load_params(lora_init(trainer.model().layout(), t.run.seed).data());
+  } else {
+    trainer.load_params(init_params(trainer.model().layout(), t.model, t.run.seed, t.init).data());
+  }
   std::vector<int32_t> x(static_cast<size_t>(B) * T), y(x.size());
   std::vector<StepProfile> steps;
   // Step 0 is a warm-up: first touch of the activation memory, GEMM plans and work buffers
@@ -137,7 +142,7 @@ void run_profile(Backend& backend, const ProfileOptions& o, std::ostream& out) {
   const ProfileSummary summary = summarize(steps);
   print_profile_table(summary, peaks.peaks, out);
   // The ops' matrix products against the model's count (engine/flops.h): they must agree.
-  const StepFlops model = training_step_flops(t.model, B, T, t.recompute);
+  const StepFlops model = training_step_flops(t.model, B, T, t.recompute, t.lora);
   std::snprintf(line, sizeof line,
                 "flops: %.3f GFLOP per step counted op by op; engine/flops.h: %.3f (model %.3f + recompute %.3f)",
                 summary.total.flops / 1e9, model.hardware() / 1e9, model.model() / 1e9, model.recompute / 1e9);
