@@ -19,6 +19,7 @@ struct TrainingRun {
   std::vector<float> params;    // after the last step
   std::string attention_note;   // the model's line on library attention ("" when not asked)
   LossScalerStatus scaler;      // after the last step (skipped steps, scale)
+  int graph_replays = 0;        // steps that replayed the captured CUDA graph (Trainer::graph_replays)
 };
 
 // `steps` steps of batch 16 x seq 64 on `backend`, AdamW lr 1e-4, seed 1337.
@@ -43,6 +44,7 @@ inline TrainingRun train_seed_workload(Backend& backend, int steps, bool use_gra
     run.losses.push_back(trainer.read_loss());
   }
   run.scaler = trainer.scaler().read();
+  run.graph_replays = trainer.graph_replays();
   run.params.resize(trainer.model().params().numel());
   backend.copy_to_host(run.params.data(), trainer.model().params().data, trainer.model().params().bytes());
   return run;
