@@ -44,7 +44,7 @@
 #     run in the release tree's CPU stage, with the same result.
 # At reduced size (TINYTRAIN_TEST_REDUCED, tests/reduced_size.h), each test alone on 2 cores:
 #   - MixedPrecisionSeedWorkload.LossCurvesStayWithinAQuarterUTimesLossOfFp32: 10 steps of the
-#     three curves instead of 100: 40 s (about 400 s at full size);
+#     three curves instead of 50: 40 s (about 200 s at full size, measured at 100 steps: 400 s);
 #   - random.CudaGraphMemory.StepWithMicroBatchesAndRecomputeReplaysWithTheEagerBits: fp16
 #     only, not fp32, bf16 and fp16: 29 s (84 s);
 #   - GradAccumulation.*: grad_accum 8 only, not 2, 4 and 8.

@@ -72,8 +72,10 @@ int seed_steps(int on_gpu, int emulated) { return test::cuda_is_emulated() ? emu
 // the dropout masks read). A value frozen into the graph at capture, or a reduction counter not
 // reset for the next replay, differs from the eager run at step 2; further replays run step
 // 2's path again on other data. The random schedule draws new thread and block orders for
-// every launch, so each step compares whole new orders between the runs. Measured (2 cores,
-// ctest -R, the same machine back to back): 5 steps 72 s and 69 s, 3 steps about 43 s each.
+// every launch, so each step compares whole new orders between the runs. A planted bug, the
+// device step counter frozen at its capture value (so the replays reuse step 1's masks and
+// AdamW step), fails GraphReplayGivesTheSameBitsAsEagerKernels at step 2 in 3 steps. Measured
+// (ctest -R alone, 2 cores, back to back): 5 steps 73 s and 76 s, 3 steps 41 s and 40 s.
 constexpr int kEmulatedBitwiseSteps = 3;
 
 TEST(CudaTraining, TwoRunsGiveTheSameBits) {
@@ -107,7 +109,10 @@ TEST(CudaTraining, GraphReplayGivesTheSameBitsAsEagerKernels) {
 // at the first step it runs in, and every step from the third on runs the same replayed graph
 // on new inputs; what more steps add is drift, and that stays three decades under the bound:
 // measured |cuda - cpu| over 20 emulated steps, 1e-8 at steps 0-4, up to 4.3e-7 by step 9 and
-// 1.4e-6 by step 17. 20 emulated steps took 141 s in CI's pool (131 s alone), 10 about half.
+// 1.4e-6 by step 17. The planted bug above (the step counter frozen at capture: the replays
+// draw step 1's masks) moves the loss by 6e-4 at step 2 and 1.7e-3 to 8.6e-3 at every step
+// from 3 on, so these 10 steps fail it 7 times over. Measured (ctest -R alone, 2 cores, back to
+// back): 20 emulated steps 138 s, 10 steps 65 s.
 TEST(CudaTraining, SeedWorkloadFollowsTheCpuLossCurve) {
   REQUIRE_CUDA(cuda);
   auto cpu = make_cpu_backend();

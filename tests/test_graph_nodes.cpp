@@ -167,13 +167,14 @@ TEST(GraphNodes, CountIsEveryNodeOfTheCapturedStep) {
 // Issue 24's acceptance: the seed workload's training step (post-norm, 2 layers, d_model 128,
 // 4 heads, d_ff 2048, vocab 512, batch 16 x seq 64, dropout 0.1) is at most 50 graph nodes in
 // fp32 and 52 in bf16 (the working weights' cast adds one). The budget is the seed's, so the
-// step is the seed's full size; it runs one step on the emulator per precision (about 12 s
+// step is the seed's full size; it runs one step on the emulator per precision (about 9 s
 // each with the memory checks), the eager step 0 that train_step runs before it captures, and
 // captures step 1 as the trainer does (TrainerCapture::CaptureOnly) without replaying it: the
 // replay, a second full step, would check nothing here (the replayed bits are CudaTraining's
 // and CudaGraphMemory's), and its counts are the capture's. That the trainer's own train_step
 // reports what a capture of the same ops holds, through its replay, is checked above on the
-// small model. Measured (2 cores, ctest -R): 51 s with the replay, NN s without.
+// small model. Measured (ctest -R alone, 2 cores, back to back): 43 s with the replay, 18 s
+// without.
 TEST(GraphNodes, SeedStepFitsTheNodeBudget) {
   ModelConfig seed;
   seed.dropout = 0.1f;

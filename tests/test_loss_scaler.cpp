@@ -503,8 +503,9 @@ std::vector<double> seed_workload_curve(Precision precision, int steps) {
 // in u x loss over steps 0-9, 10-19, 20-49 and 50-99: bf16 0.011, 0.022 (step 16), 0.021,
 // 0.013; fp16 0.017 (step 3), 0.013, 0.016, 0.016. So the first 50 steps hold both curves'
 // largest deviation and steps 50-99 add none larger, against a band of 0.25 (no loss-scaler
-// event falls in 100 steps either: fp16's scale grows after 2000 clean steps). 100 steps took
-// 56 s alone on 2 cores (fp32 9 s, bf16 12 s, fp16 34 s), 98 s in CI's pool.
+// event falls in 100 steps either: fp16's scale grows after 2000 clean steps). Measured alone
+// on 2 cores: 100 steps 41 to 63 s over four runs (fp16 the most: 9, 12 and 34 s in one), 98 s
+// in CI's pool; 50 steps 20 to 25 s.
 TEST(MixedPrecisionSeedWorkload, LossCurvesStayWithinAQuarterUTimesLossOfFp32) {
   const int steps = test::reduced_size() ? 10 : 50;
   const double c = 0.25;
