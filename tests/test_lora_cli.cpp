@@ -92,7 +92,15 @@ TEST(LoraCli, BadFlagsAndFilesAreOneLineEach) {
   dir.write("peft/adapter_model.safetensors", wrong.serialize());
   expect_user_error(train({"--init-from", base, "--lora-from", peft}), {"adapter_model.safetensors", "lora_A"});
   expect_user_error(train({"--init-from", base, "--lora-from", peft, "--lora-rank", "8"}), {"--lora-from"});
-  // a checkpoint without adapters where adapters are expected, and the reverse
+  // a base saved already quantised (bitsandbytes' 4-bit: its config names it)
+  fs::create_directories(dir.file("quantised"));
+  fs::copy_file(base + "/model.safetensors", dir.file("quantised/model.safetensors"));
+  nlohmann::json config = nlohmann::json::parse(read_whole_file(base + "/config.json"));
+  config["quantization_config"] = {{"load_in_4bit", true}, {"bnb_4bit_quant_type", "nf4"}};
+  dir.write("quantised/config.json", config.dump());
+  expect_user_error(train({"--init-from", dir.file("quantised"), "--lora-rank", "4", "--base-quant", "nf4"}),
+                    {"quantization_config", "unquantised"});
+  // a checkpoint without adapters where adapters are expected
   expect_user_error(run_command({kBin, "export", "--checkpoint", dir.file("base.run"), "--format", "peft", "--out",
                                  dir.file("x")},
                                 dir.path()),

@@ -233,6 +233,12 @@ HfConfig read_hf_config(const std::string& dir, std::optional<float> dropout) {
   const json object = parse_json(text.str(), where);
   if (!object.is_object()) throw InputError(where + ": not a JSON object");
   OptionalFields f(object, where);
+  // A model saved already quantised (bitsandbytes' 4-bit or 8-bit, GPTQ, ...) stores its
+  // weights in that format: tinytrain reads the full-precision model and quantises its base
+  // itself (train --base-quant nf4, docs/finetune.md)
+  if (f.has("quantization_config"))
+    f.refuse("quantization_config", "a model saved quantised: give the unquantised model, and --base-quant nf4 "
+                                    "to train QLoRA on it");
   const std::string type = f.string("model_type", "");
   HfConfig out;
   if (type == "llama") {
