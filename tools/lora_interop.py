@@ -10,8 +10,8 @@ downloaded); tinytrain fine-tunes it with adapters on every module of the block,
             losses equal PEFT + torch.optim.AdamW's on the same windows;
   logits    the trained adapters exported to PEFT give the logits of `tinytrain merge`'s model;
   merge     PEFT's merge_and_unload() weights equal `tinytrain merge`'s;
-  import    an adapter PEFT made (random B, so it changes the model) loads into tinytrain:
-            `merge` gives PEFT's logits, and `train --lora-from` starts at PEFT's loss;
+  import    an adapter PEFT made and trained itself loads into tinytrain: `merge` gives
+            PEFT's logits, and `train --lora-from` starts at PEFT's loss;
   qlora     `--base-quant nf4` against PEFT on the base as QLoRA sees it: every linear weight
             quantised by bitsandbytes' quantize_4bit (NF4, blocks of 64, double-quantised
             absmax) and decoded here from its codes and statistics (nf4_decoded); 20 steps from
@@ -189,11 +189,13 @@ def main():
         worst = max((unloaded[k] - mine[k]).abs().max().item() for k in mine)
         check("merge", worst <= MERGE_ATOL, f"merge_and_unload() vs tinytrain merge, largest |difference| {worst:.1e}")
 
-        # import: an adapter PEFT made
+        # import: an adapter PEFT made (PEFT's own init, B at zero) and trained 10 steps itself,
+        # on windows of another seed
         torch.manual_seed(5)
         made = get_peft_model(AutoModelForCausalLM.from_pretrained(base_dir),
-                              LoraConfig(r=RANK, lora_alpha=ALPHA, lora_dropout=0.0, target_modules=["q_proj", "v_proj", "down_proj"],
-                                         init_lora_weights=False, task_type="CAUSAL_LM"))
+                              LoraConfig(r=RANK, lora_alpha=ALPHA, lora_dropout=0.0,
+                                         target_modules=["q_proj", "v_proj", "down_proj"], task_type="CAUSAL_LM"))
+        peft_losses(made, train, seed + 1, 10, B, T, lr)
         peft_dir, from_peft = os.path.join(work, "made.peft"), os.path.join(work, "made.merged")
         made.save_pretrained(peft_dir)
         run([tt, "merge", "--base", base_dir, "--adapter", peft_dir, "--out", from_peft])
