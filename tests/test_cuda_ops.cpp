@@ -447,7 +447,11 @@ std::vector<CaseSpec> linear_cases(DType act = DType::F32) { return linear_gemm_
 // ---- a frozen linear (LoRA's base): dinp only, added to what it holds; no weight gradient ----
 std::vector<CaseSpec> frozen_linear_cases(DType act = DType::F32) {
   std::vector<CaseSpec> specs;
-  for (auto [N, I, O] : {std::tuple{67, 17, 11}, std::tuple{256, 64, 192}}) {
+  struct P {
+    int N, I, O;
+  };
+  for (const P p : {P{67, 17, 11}, P{256, 64, 192}}) {
+    const int N = p.N, I = p.I, O = p.O;  // (named copies: a lambda cannot capture a structured binding in C++17)
     specs.push_back({"linear_backward_frozen_N" + std::to_string(N) + "_I" + std::to_string(I) + "_O" +
                          std::to_string(O) + dtype_suffix(act),
                      [=] {
